@@ -1,0 +1,180 @@
+"""Memory-aware attention wrapping a frozen base attention module.
+
+`MemoryAttention` keeps the family's own attention as `base_layer` (frozen) and adds
+the memory projections (`memory.q/k/v[/o]`, copies of the base projections). It holds
+no state: each call receives a `StepContext` (through the decoder layer's **kwargs)
+naming the cache to write to and which rows it carries. Without a context it is the
+base attention, untouched, so a patched model still runs as plain transformers.
+
+`attend` is the one dispatch point for kernels (SDPA, FlashAttention 2, eager).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .cache import MemoryCache
+from .families import Family
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate `x` [B, H, T, d] by `cos`/`sin` [B or 1, T, d] (the Llama half-split convention)."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return x * cos + rotate_half(x) * sin
+
+
+@dataclass
+class StepContext:
+    """What one forward step over some rows needs to know; shared by every layer."""
+
+    cache: MemoryCache
+    memory_rows: bool  # True: the rows are memory tokens (memory projections)
+    mask: torch.Tensor | None  # [T, S] bool, True = may attend; None = causal, aligned to the end
+    implementation: str = "sdpa"
+
+
+def causal_end_mask(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:
+    """[Tq, S] bool: query i sees keys up to `S - Tq + i` (causal, aligned to the last key)."""
+    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(num_keys - num_queries)
+
+
+def memory_rows_mask(
+    scheme: str, num_entries: int, window: int, offsets: list[int], ratio: int, device: torch.device
+) -> torch.Tensor:
+    """[m, M + L + m] bool: what each memory row of a complete window may attend to.
+
+    Keys are [memory entries | the window's raw rows | the window's memory rows].
+    Memory row i follows raw row `offsets[i]`. Every scheme sees all memory entries and
+    itself; `full-coverage` is plain causal in the interleaved order (raw rows up to its
+    own, earlier memory rows of the window); `step-expansion` sees the raw rows up to
+    its own (the first (i+1) * ratio) but no other memory row of the window;
+    `segmentation` sees only its own `ratio` raw rows.
+    """
+    m = len(offsets)
+    follows = torch.tensor(offsets, device=device)[:, None]  # [m, 1]
+    raw = torch.arange(window, device=device)[None, :]  # [1, L]
+    if scheme == "segmentation":
+        raw_visible = (raw <= follows) & (raw > follows - ratio)
+    else:
+        raw_visible = raw <= follows
+    rows = torch.arange(m, device=device)
+    if scheme == "full-coverage":
+        memory_visible = rows[None, :] <= rows[:, None]
+    else:
+        memory_visible = rows[None, :] == rows[:, None]
+    entries_visible = torch.ones(m, num_entries, dtype=torch.bool, device=device)
+    return torch.cat([entries_visible, raw_visible, memory_visible], dim=1)
+
+
+def attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+    implementation: str,
+    scale: float,
+) -> torch.Tensor:
+    """Attention of `query` [B, H, Tq, d] over `key`/`value` [B, H_kv, S, d] -> [B, Tq, H, d].
+
+    `mask=None` means causal aligned to the last key (the window's rows come last).
+    FlashAttention 2 takes that case natively (its causal mask is aligned to the end);
+    an explicit mask goes to SDPA.
+    """
+    num_queries, num_keys = query.shape[2], key.shape[2]
+    groups = query.shape[1] // key.shape[1]
+    if implementation == "flash_attention_2" and mask is None and query.is_cuda:
+        from flash_attn import flash_attn_func
+
+        out = flash_attn_func(
+            query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scale, causal=True
+        )
+        return out
+    if implementation == "eager":
+        if mask is None:
+            mask = causal_end_mask(num_queries, num_keys, query.device)
+        key = key.repeat_interleave(groups, dim=1)
+        value = value.repeat_interleave(groups, dim=1)
+        scores = torch.matmul(query, key.transpose(2, 3)) * scale  # [B, H, Tq, S]
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        return torch.matmul(weights, value).transpose(1, 2)
+    is_causal = False
+    if mask is None:
+        if num_queries == num_keys:
+            is_causal = True
+        elif num_queries > 1:
+            mask = causal_end_mask(num_queries, num_keys, query.device)
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=groups > 1
+    )
+    return out.transpose(1, 2)
+
+
+class MemoryAttention(nn.Module):
+    """A base attention module plus the memory tokens' own projections."""
+
+    def __init__(self, base_layer: nn.Module, family: Family, memory_params: str) -> None:
+        super().__init__()
+        self.base_layer = base_layer
+        q_name, k_name, v_name, o_name = family.projections
+        names = {"q": q_name, "k": k_name, "v": v_name}
+        if memory_params == "qkvo":
+            names["o"] = o_name
+        self.memory = nn.ModuleDict({short: copy.deepcopy(getattr(base_layer, name)) for short, name in names.items()})
+        self.memory.requires_grad_(True)
+        self.projection_names = family.projections
+        self.qk_norms = family.qk_norms
+        self.layer_idx: int = base_layer.layer_idx
+        self.head_dim: int = base_layer.head_dim
+        self.scaling: float = base_layer.scaling
+
+    def _projection(self, short: str, memory_rows: bool) -> nn.Module:
+        if memory_rows and short in self.memory:
+            return self.memory[short]
+        return getattr(self.base_layer, self.projection_names["qkvo".index(short)])
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        attention_mask: torch.Tensor | None = None,
+        memory_step: StepContext | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, None]:
+        if memory_step is None:
+            return self.base_layer(
+                hidden_states=hidden_states,
+                position_embeddings=position_embeddings,
+                attention_mask=attention_mask,
+                **kwargs,
+            )
+        batch, rows, _ = hidden_states.shape
+        shape = (batch, rows, -1, self.head_dim)
+        memory_rows = memory_step.memory_rows
+        query = self._projection("q", memory_rows)(hidden_states).view(shape)  # [B, T, H, d]
+        key = self._projection("k", memory_rows)(hidden_states).view(shape)  # [B, T, H_kv, d]
+        value = self._projection("v", memory_rows)(hidden_states).view(shape).transpose(1, 2)
+        if self.qk_norms is not None:
+            query = getattr(self.base_layer, self.qk_norms[0])(query)
+            key = getattr(self.base_layer, self.qk_norms[1])(key)
+        query, key = query.transpose(1, 2), key.transpose(1, 2)  # [B, H(_kv), T, d]
+        cos, sin = position_embeddings
+        query = apply_rope(query, cos, sin)
+        cache = memory_step.cache
+        if cache.rotated_keys:
+            key = apply_rope(key, cos, sin)
+        keys, values = cache.write(self.layer_idx, key, value)  # [B, H_kv, S, d]
+        keys = cache.read_keys(keys)
+        out = attend(query, keys, values, memory_step.mask, memory_step.implementation, self.scaling)
+        out = out.reshape(batch, rows, -1)
+        return self._projection("o", memory_rows)(out), None

@@ -1,0 +1,137 @@
+"""The memory KV cache: memory entries and the current window, per layer.
+
+Per layer, keys and values live in one buffer `[B, H_kv, capacity, d]`: rows
+`0 .. num_entries - 1` are memory entries, then the current window's raw rows, then
+(only while a window is being compacted) its memory rows. Keys are cached already
+rotated to their position; when a window is compacted its memory rows move down to
+the end of the memory and are re-rotated by their position change, once. Attention
+reads `[:, :, :length]`, a view: nothing is concatenated per step.
+
+Two write modes:
+- in place (inference): buffers grow by doubling and are written in place;
+- functional (whenever autograd records): every write makes a new tensor, so
+  gradients flow from later windows through the memory into earlier windows.
+
+`rotated_keys=False` stores unrotated keys and rotates the whole cache at every read:
+the costly way (O(memory) per step), kept only as the reference the tests compare to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .schedule import ScheduleState
+
+# (keys [B, H_kv, n, d], position offsets [n]) -> keys rotated by those offsets
+Rotate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class MemoryCache:
+    def __init__(
+        self,
+        num_layers: int,
+        rotate: Rotate,
+        state: ScheduleState | None = None,
+        keys: list[torch.Tensor] | None = None,
+        values: list[torch.Tensor] | None = None,
+        functional: bool = False,
+        rotated_keys: bool = True,
+        reserve: int = 0,
+    ) -> None:
+        self.num_layers = num_layers
+        self.rotate = rotate
+        self.state = state or ScheduleState()
+        self.keys: list[torch.Tensor | None] = list(keys) if keys is not None else [None] * num_layers
+        self.values: list[torch.Tensor | None] = list(values) if values is not None else [None] * num_layers
+        self.functional = functional
+        self.rotated_keys = rotated_keys
+        self.reserve = reserve  # extra rows allocated at the next growth (a known prompt length)
+        self.pending = 0  # memory rows of the window being compacted, after its raw rows
+        self.positions: torch.Tensor | None = None  # [length], kept only when keys are unrotated
+
+    @property
+    def length(self) -> int:
+        return self.state.cache_length + self.pending
+
+    def _functional_for(self, tensor: torch.Tensor) -> bool:
+        return self.functional or (torch.is_grad_enabled() and tensor.requires_grad)
+
+    # -- writing ----------------------------------------------------------------------
+    def write(
+        self, layer: int, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append `[B, H_kv, n, d]` keys/values to `layer`; return the cache as attention reads it."""
+        start, n = self.length, keys.shape[2]
+        old_k, old_v = self.keys[layer], self.values[layer]
+        if self._functional_for(keys) or self._functional_for(values):
+            new_k = keys if old_k is None or start == 0 else torch.cat([old_k[:, :, :start], keys], dim=2)
+            new_v = values if old_v is None or start == 0 else torch.cat([old_v[:, :, :start], values], dim=2)
+        else:
+            new_k = self._with_capacity(old_k, keys, start + n, start)
+            new_v = self._with_capacity(old_v, values, start + n, start)
+            new_k[:, :, start : start + n] = keys
+            new_v[:, :, start : start + n] = values
+        self.keys[layer], self.values[layer] = new_k, new_v
+        return new_k[:, :, : start + n], new_v[:, :, : start + n]
+
+    def _with_capacity(self, buffer: torch.Tensor | None, like: torch.Tensor, needed: int, keep: int) -> torch.Tensor:
+        if buffer is not None and buffer.shape[2] >= needed and buffer.shape[:2] == like.shape[:2]:
+            return buffer
+        capacity = max(needed + self.reserve, 2 * (buffer.shape[2] if buffer is not None else 0), 64)
+        grown = like.new_empty(like.shape[0], like.shape[1], capacity, like.shape[3])
+        if buffer is not None and keep:
+            grown[:, :, :keep] = buffer[:, :, :keep]
+        return grown
+
+    def note_positions(self, positions: torch.Tensor) -> None:
+        """Record the positions of rows about to be written (reference mode only)."""
+        if not self.rotated_keys:
+            self.positions = positions if self.positions is None else torch.cat([self.positions[: self.length], positions])
+
+    def read_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """Keys as attention needs them: rotated (reference mode rotates all of them now)."""
+        if self.rotated_keys:
+            return keys
+        return self.rotate(keys, self.positions[: keys.shape[2]])
+
+    # -- window bookkeeping -----------------------------------------------------------------
+    def advance(self, state: ScheduleState, pending: int = 0) -> None:
+        """Commit a written piece (and `pending` memory rows written after the window's raw rows)."""
+        self.state = state
+        self.pending = pending
+
+    def compact(self, new_state: ScheduleState, old_offsets: list[int]) -> None:
+        """Turn the pending memory rows into memory entries and drop the window's raw rows.
+
+        `old_offsets[i]` is memory row i's position minus the entry count before the window.
+        """
+        entries, window_raw, count = self.state.num_entries, self.state.raw_in_window, self.pending
+        device = self.keys[0].device
+        source = torch.arange(count, device=device) + entries + window_raw  # [m]
+        shift = torch.arange(count, device=device) - torch.tensor(old_offsets, device=device)  # [m], <= 0
+        for layer in range(self.num_layers):
+            k, v = self.keys[layer], self.values[layer]
+            moved_k = k.index_select(2, source)  # [B, H_kv, m, d]
+            moved_v = v.index_select(2, source)
+            if self.rotated_keys:
+                moved_k = self.rotate(moved_k, shift)
+            if self._functional_for(moved_k) or self._functional_for(moved_v):
+                self.keys[layer] = torch.cat([k[:, :, :entries], moved_k], dim=2)
+                self.values[layer] = torch.cat([v[:, :, :entries], moved_v], dim=2)
+            else:
+                k[:, :, entries : entries + count] = moved_k
+                v[:, :, entries : entries + count] = moved_v
+        if not self.rotated_keys:
+            self.positions = torch.arange(entries + count, device=device)
+        self.state = new_state
+        self.pending = 0
+
+    # -- export -------------------------------------------------------------------------
+    def export(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Exactly-sized copies of every layer's keys and values."""
+        n = self.length
+        keys = [k[:, :, :n].clone() for k in self.keys]
+        values = [v[:, :, :n].clone() for v in self.values]
+        return keys, values

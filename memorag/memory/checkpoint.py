@@ -1,0 +1,100 @@
+"""Memory weights on disk: the memory parameters only, plus the settings that go with them.
+
+A directory with `memory_weights.safetensors` (the memory embedding and each layer's
+memory projections, nothing of the frozen base) and `memory_config.json` (format
+version, the `MemoryConfig`, the base model's identity and a hash of the weights).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from memorag.io import atomic_directory, sha256_file
+
+from .config import MemoryConfig
+
+if TYPE_CHECKING:
+    from .model import MemoryModel
+
+FORMAT = "memorag-memory-weights"
+FORMAT_VERSION = 1
+WEIGHTS = "memory_weights.safetensors"
+CONFIG = "memory_config.json"
+
+
+class MemoryWeightsError(ValueError):
+    """Memory weights that are missing, corrupt, or made for another base model."""
+
+
+def _base_identity(model: MemoryModel) -> dict:
+    identity = model.identity()
+    return {key: identity[key] for key in ("base_model", "model_type", "num_layers", "hidden_size",
+                                            "num_key_value_heads", "head_dim")}
+
+
+def save_memory_weights(model: MemoryModel, directory: str | Path) -> Path:
+    tensors = {name: p.detach().to("cpu").contiguous() for name, p in model.memory_parameters().items()}
+    with atomic_directory(directory) as staging:
+        save_file(tensors, str(staging / WEIGHTS))
+        document = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "memory_config": model.config.to_dict(),
+            "base": _base_identity(model),
+            "weights_sha256": sha256_file(staging / WEIGHTS),
+        }
+        (staging / CONFIG).write_text(json.dumps(document, indent=2, sort_keys=True))
+    return Path(directory)
+
+
+def _read_document(directory: str | Path) -> dict:
+    root = Path(directory)
+    path = root / CONFIG
+    if not path.is_file() or not (root / WEIGHTS).is_file():
+        raise MemoryWeightsError(
+            f"{root} holds no memory weights (expected {CONFIG} and {WEIGHTS}); write them with "
+            "MemoryModel.save_memory_weights or a training run"
+        )
+    try:
+        document = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise MemoryWeightsError(f"{path} is not valid JSON ({error})") from error
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise MemoryWeightsError(f"{path} does not describe memorag memory weights")
+    if document.get("format_version") != FORMAT_VERSION:
+        raise MemoryWeightsError(f"{path} has format version {document.get('format_version')}; expected {FORMAT_VERSION}")
+    return document
+
+
+def read_memory_weights_config(directory: str | Path) -> MemoryConfig:
+    return MemoryConfig.from_dict(_read_document(directory)["memory_config"])
+
+
+def load_memory_weights(model: MemoryModel, directory: str | Path) -> None:
+    """Copy saved memory parameters into `model`, checking the file and the base model."""
+    root = Path(directory)
+    document = _read_document(root)
+    if sha256_file(root / WEIGHTS) != document.get("weights_sha256"):
+        raise MemoryWeightsError(f"{root / WEIGHTS} is truncated or corrupt (its sha256 does not match)")
+    mine = _base_identity(model)
+    saved = document["base"]
+    shape_keys = ("model_type", "num_layers", "hidden_size", "num_key_value_heads", "head_dim")
+    if any(mine[key] != saved.get(key) for key in shape_keys):
+        raise MemoryWeightsError(
+            f"memory weights in {root} were trained for {saved}, not for this base model {mine}"
+        )
+    tensors = load_file(str(root / WEIGHTS))
+    params = model.memory_parameters()
+    if set(tensors) != set(params):
+        missing, extra = sorted(set(params) - set(tensors)), sorted(set(tensors) - set(params))
+        raise MemoryWeightsError(f"memory weights in {root} do not fit: missing {missing[:5]}, unexpected {extra[:5]}")
+    with torch.no_grad():
+        for name, param in params.items():
+            if tensors[name].shape != param.shape:
+                raise MemoryWeightsError(f"{name}: saved shape {tuple(tensors[name].shape)} != {tuple(param.shape)}")
+            param.copy_(tensors[name].to(param.dtype))

@@ -1,0 +1,95 @@
+"""`MemoryConfig`: every knob of the memory model, defined once.
+
+Saved beside every set of memory weights and inside every saved `Memory`, so a
+memory made under one setting is never silently read under another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+RatioMix = Literal["fixed", "step-random", "adaptive"]
+AttentionScheme = Literal["full-coverage", "step-expansion", "segmentation"]
+MemoryParams = Literal["qkv", "qkvo"]
+AttnImplementation = Literal["sdpa", "eager", "flash_attention_2"]
+
+RATIO_MIXES: tuple[str, ...] = ("fixed", "step-random", "adaptive")
+ATTENTION_SCHEMES: tuple[str, ...] = ("full-coverage", "step-expansion", "segmentation")
+MEMORY_PARAMS: tuple[str, ...] = ("qkv", "qkvo")
+ATTN_IMPLEMENTATIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
+EMBED_INITS: tuple[str, ...] = ("eos", "bos")
+
+
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"MemoryConfig.{name}={value!r} is not valid; allowed values: {', '.join(allowed)}")
+
+
+@dataclass
+class MemoryConfig:
+    """Settings of the memory ("beacon") model; see MEMORY_MODEL.md.
+
+    - `window`: raw tokens per window (`L`); every ratio must divide it.
+    - `ratios`: compression ratios (`r`); one memory token after every `r` raw tokens.
+    - `ratio_mix`: `fixed` (one ratio), `step-random` (each window draws a ratio from
+      `ratios` with a generator seeded by `seed` and the window index), `adaptive`
+      (the smallest ratio in `ratios` whose reach covers the whole context).
+    - `attention`: which window rows a memory token sees (`full-coverage` is plain causal).
+    - `memory_params`: which projections memory tokens own (`qkv` or `qkvo`).
+    - `attn_implementation`: the attention kernel (`sdpa`, `eager`, `flash_attention_2`).
+    - `embed_init`: the token whose embedding initialises the memory embedding.
+    """
+
+    window: int = 1024
+    ratios: list[int] = field(default_factory=lambda: [4])
+    ratio_mix: RatioMix = "fixed"
+    attention: AttentionScheme = "full-coverage"
+    memory_params: MemoryParams = "qkv"
+    attn_implementation: AttnImplementation = "sdpa"
+    embed_init: Literal["eos", "bos"] = "eos"
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        _check_choice("ratio_mix", self.ratio_mix, RATIO_MIXES)
+        _check_choice("attention", self.attention, ATTENTION_SCHEMES)
+        _check_choice("memory_params", self.memory_params, MEMORY_PARAMS)
+        _check_choice("attn_implementation", self.attn_implementation, ATTN_IMPLEMENTATIONS)
+        _check_choice("embed_init", self.embed_init, EMBED_INITS)
+        if not isinstance(self.window, int) or self.window < 1:
+            raise ValueError(f"MemoryConfig.window={self.window!r} must be a positive integer")
+        if isinstance(self.ratios, int):
+            self.ratios = [self.ratios]
+        self.ratios = list(self.ratios)
+        if not self.ratios:
+            raise ValueError("MemoryConfig.ratios is empty; give at least one ratio, e.g. [4]")
+        for ratio in self.ratios:
+            if not isinstance(ratio, int) or ratio < 1:
+                raise ValueError(f"MemoryConfig.ratios={self.ratios} must hold positive integers")
+            if self.window % ratio:
+                raise ValueError(
+                    f"MemoryConfig.ratios={self.ratios}: ratio {ratio} does not divide window={self.window}; "
+                    "choose ratios that divide the window (e.g. powers of two)"
+                )
+        if len(set(self.ratios)) != len(self.ratios):
+            raise ValueError(f"MemoryConfig.ratios={self.ratios} has duplicates")
+        if self.ratio_mix == "fixed" and len(self.ratios) != 1:
+            raise ValueError(
+                f"MemoryConfig.ratio_mix='fixed' takes exactly one ratio, got ratios={self.ratios}; "
+                "use 'step-random' or 'adaptive' for a list"
+            )
+
+    @property
+    def trains_output_projection(self) -> bool:
+        return self.memory_params == "qkvo"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryConfig:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown MemoryConfig keys {unknown}; valid keys: {sorted(known)}")
+        return cls(**data)

@@ -1,0 +1,578 @@
+"""`MemoryModel`: a frozen decoder patched with memory tokens (MEMORY_MODEL.md).
+
+The base model's decoder layers run unchanged; each attention module is wrapped by a
+`MemoryAttention`. Raw tokens run as a plain forward over [memory | current window];
+when a window completes, its memory tokens run in one small pass (memory projections,
+memory embedding) and the window is compacted to their keys and values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .attention import MemoryAttention, StepContext, apply_rope, memory_rows_mask
+from .cache import MemoryCache
+from .chat import PromptLayout
+from .config import MemoryConfig
+from .families import family_of, get_submodule
+from .schedule import (
+    Piece,
+    ScheduleState,
+    memory_token_offsets,
+    plan,
+    positions_needed,
+    reach,
+    smallest_fitting_ratio,
+    window_ratio,
+)
+from .state import Memory, MemoryMismatchError
+
+STANDARD_RATIOS = (2, 4, 8, 16, 32, 64, 128)
+
+
+class ContextTooLongError(ValueError):
+    """The context does not fit in the model's positions at the chosen ratio."""
+
+
+@dataclass
+class MemoryModelOutput:
+    loss: torch.Tensor | None  # mean next-token loss over raw tokens with a label
+    num_loss_tokens: int
+    logits: torch.Tensor | None = None  # [B, N, V] for raw tokens, only when asked for
+
+
+class MemoryModel(nn.Module):
+    """A frozen causal LM plus memory parameters; see `from_pretrained`."""
+
+    def __init__(self, base_model: nn.Module, config: MemoryConfig | None = None, tokenizer=None, name: str | None = None):
+        super().__init__()
+        self.config = config or MemoryConfig()
+        self.family = family_of(base_model.config)
+        base_model.requires_grad_(False)
+        self.base_model = base_model
+        self.tokenizer = tokenizer
+        self.name = name or getattr(base_model.config, "_name_or_path", "") or base_model.config.model_type
+        for layer in self.layers:
+            attention = getattr(layer, self.family.attention)
+            if isinstance(attention, MemoryAttention):
+                raise ValueError("this base model is already patched with memory attention")
+            setattr(layer, self.family.attention, MemoryAttention(attention, self.family, self.config.memory_params))
+        init_id = self._token_id(self.config.embed_init)
+        embedding = self.embed_tokens.weight[init_id].detach().clone()
+        self.memory_embedding = nn.Parameter(embedding, requires_grad=True)  # [D]
+        self.gradient_checkpointing = False
+        self.layout = PromptLayout.for_tokenizer(tokenizer)
+        self._weights_hash: tuple[tuple[int, ...], str] | None = None
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls,
+        base: str | None = None,
+        memory_weights: str | Path | None = None,
+        config: MemoryConfig | None = None,
+        **load_kwargs,
+    ) -> MemoryModel:
+        """Load a base causal LM (hub id, local directory, or the embedded default) and patch it.
+
+        `memory_weights` is a directory written by `save_memory_weights`; its config is
+        used unless `config` is given, in which case the two must agree.
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from memorag.models import resolve_lm
+
+        from .checkpoint import load_memory_weights, read_memory_weights_config
+
+        name = base or "embedded"
+        path = resolve_lm(base)
+        if memory_weights is not None:
+            saved = read_memory_weights_config(memory_weights)
+            if config is not None and config.to_dict() != saved.to_dict():
+                raise ValueError(
+                    f"config {config.to_dict()} differs from the config saved with the memory weights in "
+                    f"{memory_weights}: {saved.to_dict()}; pass config=None to use the saved one"
+                )
+            config = saved
+        load_kwargs.setdefault("dtype", "auto")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        base_model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
+        base_model.eval()
+        model = cls(base_model, config=config, tokenizer=tokenizer, name=_display_name(name, path))
+        if memory_weights is not None:
+            load_memory_weights(model, memory_weights)
+        return model
+
+    def _token_id(self, which: str) -> int:
+        attr = f"{which}_token_id"
+        token_id = getattr(self.tokenizer, attr, None) if self.tokenizer is not None else None
+        if token_id is None:
+            token_id = getattr(self.base_model.config, attr, None)
+            if token_id is None and hasattr(self.base_model, "generation_config"):
+                token_id = getattr(self.base_model.generation_config, attr, None)
+        if isinstance(token_id, list | tuple):
+            token_id = token_id[0]
+        if token_id is None:
+            raise ValueError(f"the model has no {which} token; set MemoryConfig.embed_init to the other option")
+        return int(token_id)
+
+    # -- parts of the base model ---------------------------------------------------------
+    @property
+    def layers(self) -> nn.ModuleList:
+        return get_submodule(self.base_model, self.family.layers)
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return get_submodule(self.base_model, self.family.embed_tokens)
+
+    @property
+    def final_norm(self) -> nn.Module:
+        return get_submodule(self.base_model, self.family.final_norm)
+
+    @property
+    def rotary(self) -> nn.Module:
+        return get_submodule(self.base_model, self.family.rotary)
+
+    @property
+    def lm_head(self) -> nn.Module:
+        return get_submodule(self.base_model, self.family.lm_head)
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.base_model.config.max_position_embeddings)
+
+    @property
+    def device(self) -> torch.device:
+        return self.memory_embedding.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.memory_embedding.dtype
+
+    def memory_attentions(self) -> Iterator[MemoryAttention]:
+        for layer in self.layers:
+            yield getattr(layer, self.family.attention)
+
+    def memory_parameters(self) -> dict[str, nn.Parameter]:
+        """The trainable parameters, by construction: the memory embedding and projections."""
+        params = {"embedding": self.memory_embedding}
+        for index, attention in enumerate(self.memory_attentions()):
+            for name, param in attention.memory.named_parameters():
+                params[f"layers.{index}.{name}"] = param
+        return params
+
+    def memory_weights_hash(self) -> str:
+        """sha256 of the memory parameters; recomputed only after they change."""
+        params = self.memory_parameters()
+        versions = tuple(p._version for p in params.values()) + tuple(p.data_ptr() for p in params.values())
+        if self._weights_hash is None or self._weights_hash[0] != versions:
+            digest = hashlib.sha256()
+            for name in sorted(params):
+                digest.update(name.encode())
+                digest.update(params[name].detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+            self._weights_hash = (versions, digest.hexdigest())
+        return self._weights_hash[1]
+
+    def identity(self) -> dict:
+        """What a `Memory` must have been made by to be used with this model."""
+        config = self.base_model.config
+        return {
+            "base_model": self.name,
+            "model_type": config.model_type,
+            "num_layers": len(self.layers),
+            "hidden_size": config.hidden_size,
+            "num_key_value_heads": config.num_key_value_heads,
+            "head_dim": next(iter(self.memory_attentions())).head_dim,
+            "memory_weights_sha256": self.memory_weights_hash(),
+            "memory_config": self.config.to_dict(),
+        }
+
+    def save_memory_weights(self, directory: str | Path) -> Path:
+        from .checkpoint import save_memory_weights
+
+        return save_memory_weights(self, directory)
+
+    # -- positions and ratios ----------------------------------------------------------------
+    def _rotate(self, keys: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """Rotate keys [B, H_kv, n, d] by position offsets [n], in fp32."""
+        probe = torch.empty(0, device=keys.device, dtype=torch.float32)
+        cos, sin = self.rotary(probe, offsets[None].to(keys.device))  # [1, n, d]
+        scaling = float(getattr(self.rotary, "attention_scaling", 1.0))
+        if scaling != 1.0:
+            cos, sin = cos / scaling, sin / scaling
+        return apply_rope(keys.float(), cos, sin).to(keys.dtype)
+
+    def choose_ratio(self, num_tokens: int) -> int | None:
+        """The fixed ratio for a context of `num_tokens`, checking the reach; None for step-random."""
+        config, window = self.config, self.config.window
+        if config.ratio_mix == "step-random":
+            worst = min(config.ratios)
+            if positions_needed(num_tokens, window, worst) > self.max_positions:
+                self._too_long(num_tokens, worst)
+            return None
+        if config.ratio_mix == "adaptive":
+            ratio = smallest_fitting_ratio(num_tokens, self.max_positions, window, config.ratios)
+            if ratio is None:
+                self._too_long(num_tokens, max(config.ratios))
+            return ratio
+        ratio = config.ratios[0]
+        if positions_needed(num_tokens, window, ratio) > self.max_positions:
+            self._too_long(num_tokens, ratio)
+        return ratio
+
+    def _too_long(self, num_tokens: int, ratio: int) -> None:
+        window = self.config.window
+        fits = smallest_fitting_ratio(num_tokens, self.max_positions, window, STANDARD_RATIOS)
+        advice = (
+            f"the smallest ratio that fits is {fits}: set ratios=[{fits}] or ratio_mix='adaptive'"
+            if fits is not None
+            else "no ratio dividing the window fits; shorten the context or use a model with more positions"
+        )
+        raise ContextTooLongError(
+            f"the context has {num_tokens} tokens, beyond the reach of {self.name} at ratio {ratio} "
+            f"({reach(self.max_positions, window, ratio)} tokens with {self.max_positions} positions and "
+            f"window {window}); {advice}"
+        )
+
+    def _ratio_function(self, fixed: int | None, seed: int | None = None) -> Callable[[int], int]:
+        if fixed is not None:
+            return lambda _index: fixed
+        config = self.config
+        seed = config.seed if seed is None else seed
+        return lambda index: window_ratio(index, config.ratios, config.ratio_mix, seed)
+
+    # -- the two passes ------------------------------------------------------------------------
+    def _run_layers(self, hidden: torch.Tensor, positions: torch.Tensor, step: StepContext) -> torch.Tensor:
+        step.cache.note_positions(positions[0])
+        position_embeddings = self.rotary(hidden, positions)
+        for layer in self.layers:
+            hidden = layer(
+                hidden,
+                attention_mask=None,
+                position_ids=positions,
+                position_embeddings=position_embeddings,
+                memory_step=step,
+            )
+        return hidden
+
+    def _raw_pass(self, input_ids: torch.Tensor, piece: Piece, cache: MemoryCache) -> torch.Tensor:
+        """Raw tokens [B, n] of one piece -> last hidden states [B, n, D] (before the final norm)."""
+        end = piece.first_position + piece.num_raw
+        if end > self.max_positions:
+            raise ContextTooLongError(
+                f"position {end} exceeds the {self.max_positions} positions of {self.name}; "
+                "use a larger ratio or a shorter prompt"
+            )
+        positions = torch.arange(piece.first_position, end, device=input_ids.device)[None]  # [1, n]
+        step = StepContext(cache, memory_rows=False, mask=None, implementation=self.config.attn_implementation)
+        return self._run_layers(self.embed_tokens(input_ids), positions, step)
+
+    def _memory_pass(self, piece: Piece, cache: MemoryCache, batch: int, next_state: ScheduleState) -> None:
+        """Compute a complete window's memory tokens and compact the window into them."""
+        window, ratio, entries = self.config.window, piece.ratio, piece.num_entries
+        offsets = memory_token_offsets(window, ratio)
+        device = self.device
+        hidden = self.memory_embedding.expand(batch, len(offsets), -1)  # [B, m, D]
+        positions = (torch.tensor(offsets, device=device) + entries)[None]  # [1, m]
+        mask = memory_rows_mask(self.config.attention, entries, window, offsets, ratio, device)
+        implementation = "sdpa" if self.config.attn_implementation == "flash_attention_2" else self.config.attn_implementation
+        step = StepContext(cache, memory_rows=True, mask=mask, implementation=implementation)
+        self._run_layers(hidden, positions, step)
+        cache.advance(cache.state, pending=len(offsets))
+        cache.compact(next_state, offsets)
+
+    def feed(
+        self,
+        input_ids: torch.Tensor,
+        cache: MemoryCache,
+        ratio_of: Callable[[int], int] | None = None,
+        keep_hidden: bool = False,
+        compact_at_end: bool = True,
+    ) -> list[torch.Tensor]:
+        """Stream raw tokens [B, N] into a working cache (see `new_cache`), in any chunking.
+
+        Returns each piece's last hidden states (before the final norm) when `keep_hidden`.
+        `ratio_of(window_index)` gives each new window its ratio; by default the first
+        configured ratio, or a per-window draw under `step-random`.
+        """
+        if ratio_of is None:
+            ratio_of = self._ratio_function(None if self.config.ratio_mix == "step-random" else self.config.ratios[0])
+        pieces = plan(cache.state, input_ids.shape[1], self.config.window, ratio_of)
+        outputs = []
+        for number, (piece, after) in enumerate(pieces):
+            hidden = self._raw_pass(input_ids[:, piece.raw_start : piece.raw_end], piece, cache)
+            if keep_hidden:
+                outputs.append(hidden)
+            if piece.completes_window:
+                full = ScheduleState(
+                    num_tokens=after.num_tokens,
+                    num_entries=piece.num_entries,
+                    window_index=after.window_index - 1,
+                    raw_in_window=self.config.window,
+                    ratio=piece.ratio,
+                )
+                cache.advance(full)
+                if compact_at_end or number < len(pieces) - 1:
+                    self._memory_pass(piece, cache, input_ids.shape[0], after)
+            else:
+                cache.advance(after)
+        return outputs
+
+    def new_cache(self, memory: Memory | None = None, reserve: int = 0, functional: bool = False,
+                  rotated_keys: bool = True) -> MemoryCache:
+        """A working cache: empty, or a copy of `memory` with room for `reserve` more rows."""
+        num_layers = len(self.layers)
+        if memory is None:
+            return MemoryCache(num_layers, self._rotate, functional=functional, rotated_keys=rotated_keys,
+                               reserve=reserve)
+        self.check_memory(memory)
+        keys, values = [], []
+        for k, v in zip(memory.keys, memory.values, strict=True):
+            shape = (*k.shape[:2], k.shape[2] + max(reserve, 1), k.shape[3])
+            new_k = k.new_empty(shape, device=self.device)
+            new_v = v.new_empty(shape, device=self.device)
+            new_k[:, :, : k.shape[2]] = k
+            new_v[:, :, : v.shape[2]] = v
+            keys.append(new_k)
+            values.append(new_v)
+        return MemoryCache(num_layers, self._rotate, state=memory.state, keys=keys, values=values,
+                           functional=functional, reserve=reserve)
+
+    def check_memory(self, memory: Memory) -> None:
+        mine = self.identity()
+        differences = [key for key in sorted(set(mine) | set(memory.identity)) if mine.get(key) != memory.identity.get(key)]
+        if differences:
+            detail = "; ".join(f"{key}: memory has {memory.identity.get(key)!r}, model has {mine.get(key)!r}"
+                               for key in differences)
+            raise MemoryMismatchError(
+                f"this memory was made by another model or other settings ({detail}); memorize the context "
+                "again with this model"
+            )
+
+    # -- tokens ---------------------------------------------------------------------------------
+    def _encode(self, text: str, first: bool) -> list[int]:
+        if self.tokenizer is None:
+            raise ValueError("this MemoryModel has no tokenizer; pass token ids instead of text")
+        add_special = first and not self.layout.chat
+        return self.tokenizer(text, add_special_tokens=add_special)["input_ids"]
+
+    def _as_ids(self, ids) -> torch.Tensor:
+        tensor = torch.as_tensor(ids, dtype=torch.long, device=self.device)
+        return tensor[None] if tensor.dim() == 1 else tensor
+
+    # -- public inference ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def memorize(self, text_or_token_ids, memory: Memory | None = None, show_progress: bool | None = None) -> Memory:
+        """Read a context window by window and return its `Memory`; bounded memory use.
+
+        Text is laid out as the start of a user turn (the chat template's prefix, then
+        the text); token ids are read as they are. With `memory`, the new content
+        continues that memory (which is not changed): reading a text in several calls
+        gives the same memory as one call.
+        """
+        if isinstance(text_or_token_ids, str):
+            if not text_or_token_ids.strip():
+                raise ValueError("the context is empty; give a text with some content")
+            if memory is None:
+                chat = self.layout.chat
+                ids = self._encode(self.layout.context(text_or_token_ids), first=True)
+            else:
+                chat = memory.chat
+                ids = self._encode(text_or_token_ids, first=False)
+        else:
+            chat = memory.chat if memory is not None else False
+            ids = [int(i) for i in text_or_token_ids]
+        if not ids:
+            raise ValueError("the context is empty; give at least one token")
+        total = len(ids) + (memory.num_tokens if memory is not None else 0)
+        if memory is None:
+            ratio = self.choose_ratio(total)
+        else:
+            ratio = memory.ratio
+            self.check_memory(memory)
+            if positions_needed(total, self.config.window, ratio or min(self.config.ratios)) > self.max_positions:
+                self._too_long(total, ratio or min(self.config.ratios))
+        reserve = positions_needed(total, self.config.window, ratio or min(self.config.ratios))
+        cache = self.new_cache(memory, reserve=reserve)
+        ratio_of = self._ratio_function(ratio)
+        input_ids = self._as_ids(ids)
+        window = self.config.window
+        show = len(ids) > 4 * window if show_progress is None else show_progress
+        with tqdm(total=len(ids), desc="memorize", unit="tok", disable=not show) as bar:
+            for start in range(0, len(ids), window):
+                chunk = input_ids[:, start : start + window]
+                self.feed(chunk, cache, ratio_of, keep_hidden=False)
+                bar.update(chunk.shape[1])
+        keys, values = cache.export()
+        return Memory(
+            keys=keys,
+            values=values,
+            state=cache.state,
+            identity=self.identity(),
+            ratio=ratio,
+            chat=chat,
+            content_sha256=_chain_hash(memory.content_sha256 if memory is not None else "", ids),
+        )
+
+    def _prompt_ids(self, prompt, memory: Memory | None) -> list[int]:
+        if not isinstance(prompt, str):
+            return [int(i) for i in prompt]
+        if not prompt.strip():
+            raise ValueError("the prompt is empty; ask something")
+        if memory is None:
+            return self._encode(self.layout.standalone(prompt), first=True)
+        if memory.chat:
+            return self._encode(self.layout.continuation(prompt), first=False)
+        return self._encode(prompt, first=False)
+
+    def _stop_ids(self) -> set[int]:
+        stops = set()
+        for source in (self.tokenizer, getattr(self.base_model, "generation_config", None), self.base_model.config):
+            token_id = getattr(source, "eos_token_id", None) if source is not None else None
+            if isinstance(token_id, list | tuple):
+                stops.update(int(t) for t in token_id)
+            elif token_id is not None:
+                stops.add(int(token_id))
+        return stops
+
+    @torch.no_grad()
+    def generate_ids(
+        self,
+        prompt,
+        memory: Memory | None = None,
+        max_new_tokens: int = 128,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        on_token: Callable[[int], None] | None = None,
+    ) -> list[int]:
+        """Token ids generated after `memory` (unchanged) and `prompt` (text or ids)."""
+        prompt_ids = self._prompt_ids(prompt, memory)
+        if not prompt_ids:
+            raise ValueError("the prompt is empty")
+        cache = self.new_cache(memory, reserve=len(prompt_ids) + max_new_tokens)
+        ratio_of = self._ratio_function(memory.ratio if memory is not None else self.choose_ratio(len(prompt_ids)))
+        generator = torch.Generator(device="cpu").manual_seed(seed) if seed is not None else None
+        stops = self._stop_ids()
+        hidden = self.feed(self._as_ids(prompt_ids), cache, ratio_of, keep_hidden=True)[-1]
+        generated: list[int] = []
+        for _ in range(max_new_tokens):
+            logits = self.lm_head(self.final_norm(hidden[:, -1])).float()[0]  # [V]
+            token = _pick(logits, do_sample, temperature, top_p, generator)
+            if token in stops:
+                break
+            generated.append(token)
+            if on_token is not None:
+                on_token(token)
+            hidden = self.feed(self._as_ids([token]), cache, ratio_of, keep_hidden=True)[-1]
+        return generated
+
+    def generate(self, prompt, memory: Memory | None = None, max_new_tokens: int = 128, **kwargs) -> str:
+        """Continue from `memory` (never changed; one memory serves many prompts) and `prompt`."""
+        ids = self.generate_ids(prompt, memory=memory, max_new_tokens=max_new_tokens, **kwargs)
+        return self.tokenizer.decode(ids, skip_special_tokens=True) if self.tokenizer is not None else str(ids)
+
+    # -- training / scoring --------------------------------------------------------------------------
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        return_logits: bool = False,
+        memory: Memory | None = None,
+        ratio_seed: int | None = None,
+    ) -> MemoryModelOutput:
+        """Read `input_ids` [B, N] (equal lengths) window by window from `memory` (or empty).
+
+        `labels` [B, N] follow the Hugging Face convention (the model shifts them; -100
+        is ignored). The loss is next-token cross-entropy on raw tokens only; gradients
+        reach earlier windows through the memory. With `gradient_checkpointing` on, each
+        window is recomputed in the backward pass.
+        """
+        batch, total = input_ids.shape
+        fixed = memory.ratio if memory is not None else (None if self.config.ratio_mix == "step-random"
+                                                          else self.choose_ratio(total))
+        ratio_of = self._ratio_function(fixed, seed=ratio_seed)
+        functional = torch.is_grad_enabled()
+        cache = self.new_cache(memory, functional=functional, reserve=0 if functional else total)
+        targets = None
+        if labels is not None:
+            pad = labels.new_full((batch, 1), -100)
+            targets = torch.cat([labels[:, 1:], pad], dim=1)  # [B, N]: the label each raw token predicts
+        window = self.config.window
+        loss_sum = torch.zeros((), device=self.device)
+        count = 0
+        logits = []
+        for start in range(0, total, window):
+            ids = input_ids[:, start : start + window]
+            last = start + window >= total
+            piece_targets = targets[:, start : start + window] if targets is not None else None
+            if self.gradient_checkpointing and functional and not return_logits:
+                piece_loss, piece_count = self._checkpointed_window(ids, piece_targets, cache, ratio_of, last)
+            else:
+                hidden = torch.cat(self.feed(ids, cache, ratio_of, keep_hidden=True, compact_at_end=not last), 1)
+                piece_loss, piece_count, piece_logits = self._score(hidden, piece_targets, return_logits)
+                if piece_logits is not None:
+                    logits.append(piece_logits)
+            loss_sum = loss_sum + piece_loss
+            count += piece_count
+        loss = loss_sum / max(count, 1) if labels is not None else None
+        return MemoryModelOutput(loss=loss, num_loss_tokens=count, logits=torch.cat(logits, 1) if logits else None)
+
+    def _score(self, hidden: torch.Tensor, targets: torch.Tensor | None, return_logits: bool):
+        if targets is None and not return_logits:
+            return torch.zeros((), device=hidden.device), 0, None
+        logits = self.lm_head(self.final_norm(hidden)).float()  # [B, n, V]
+        if targets is None:
+            return torch.zeros((), device=hidden.device), 0, logits
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
+        return loss, int((targets != -100).sum()), logits if return_logits else None
+
+    def _checkpointed_window(self, ids, targets, cache: MemoryCache, ratio_of, last: bool):
+        """One window under activation checkpointing: only the cache tensors and the loss are kept."""
+        from torch.utils.checkpoint import checkpoint
+
+        num_layers, state = len(self.layers), cache.state
+
+        def window_step(*tensors):
+            inner = MemoryCache(num_layers, self._rotate, state=state, keys=list(tensors[:num_layers]),
+                                values=list(tensors[num_layers:]), functional=True)
+            hidden = torch.cat(self.feed(ids, inner, ratio_of, keep_hidden=True, compact_at_end=not last), 1)
+            loss, _, _ = self._score(hidden, targets, False)
+            return (loss, *inner.keys, *inner.values, inner.state)
+
+        loss, *rest = checkpoint(window_step, *cache.keys, *cache.values, use_reentrant=False)
+        cache.keys, cache.values = list(rest[:num_layers]), list(rest[num_layers : 2 * num_layers])
+        cache.state, cache.pending = rest[-1], 0
+        count = int((targets != -100).sum()) if targets is not None else 0
+        return loss, count
+
+
+def _chain_hash(previous: str, ids: list[int]) -> str:
+    """Content hash of everything read: chained over calls (`previous` is "" at the start)."""
+    return hashlib.sha256((previous + json.dumps(ids)).encode()).hexdigest()
+
+
+def _pick(logits: torch.Tensor, do_sample: bool, temperature: float, top_p: float, generator) -> int:
+    if not do_sample or temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(descending=True)
+        keep = sorted_probs.cumsum(0) - sorted_probs < top_p
+        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _display_name(name: str, path: str) -> str:
+    from memorag.models import EMBEDDED_LM
+
+    return EMBEDDED_LM if path != name and name in ("embedded", EMBEDDED_LM) else name

@@ -1,0 +1,132 @@
+"""`Memory`: the memory of one context, as a value that can be saved and reloaded.
+
+On disk a memory is a directory with `memory.safetensors` (per layer, the keys and
+values of the memory entries and of the current window's raw rows) and
+`manifest.json` (format version, the identity of the model and settings that made
+it, the scheduler state, a hash of the content read and a hash of the tensor file).
+Loading checks all of it; using it with another model or other settings is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from memorag.io import atomic_directory, sha256_file
+
+from .schedule import ScheduleState
+
+FORMAT = "memorag-memory"
+FORMAT_VERSION = 1
+TENSORS = "memory.safetensors"
+MANIFEST = "manifest.json"
+
+
+class MemoryMismatchError(ValueError):
+    """A memory was made by another model or other settings."""
+
+
+class MemoryFileError(ValueError):
+    """A saved memory is missing, truncated, corrupt or not a memory at all."""
+
+
+@dataclass
+class Memory:
+    keys: list[torch.Tensor]  # per layer [B, H_kv, M + window raw rows, d], rotated
+    values: list[torch.Tensor]
+    state: ScheduleState
+    identity: dict = field(default_factory=dict)  # MemoryModel.identity() of the model that made it
+    ratio: int | None = None  # the fixed ratio used (None: ratio drawn per window)
+    chat: bool = False  # the context was laid out as the start of a chat user turn
+    content_sha256: str = ""  # of the token ids read
+
+    @property
+    def num_tokens(self) -> int:
+        """Raw tokens read."""
+        return self.state.num_tokens
+
+    @property
+    def num_entries(self) -> int:
+        """Memory entries per layer (compacted windows)."""
+        return self.state.num_entries
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+    def manifest(self) -> dict:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "identity": self.identity,
+            "state": self.state.to_dict(),
+            "ratio": self.ratio,
+            "chat": self.chat,
+            "content_sha256": self.content_sha256,
+            "num_layers": len(self.keys),
+            "dtype": str(self.keys[0].dtype).removeprefix("torch.") if self.keys else None,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the memory as a directory, atomically (a crash never leaves half a memory)."""
+        tensors = {}
+        for index, (k, v) in enumerate(zip(self.keys, self.values, strict=True)):
+            tensors[f"keys.{index}"] = k.detach().to("cpu").contiguous()
+            tensors[f"values.{index}"] = v.detach().to("cpu").contiguous()
+        with atomic_directory(path) as staging:
+            save_file(tensors, str(staging / TENSORS))
+            manifest = self.manifest()
+            manifest["tensors_sha256"] = sha256_file(staging / TENSORS)
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Memory:
+        """Read a memory saved by `save`, verifying its format and integrity."""
+        root = Path(path)
+        manifest_path, tensors_path = root / MANIFEST, root / TENSORS
+        if not root.is_dir() or not manifest_path.is_file() or not tensors_path.is_file():
+            raise MemoryFileError(
+                f"{root} is not a saved memory (expected a directory with {MANIFEST} and {TENSORS}); "
+                "write one with Memory.save or `memorag memorize`"
+            )
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise MemoryFileError(f"{manifest_path} is not valid JSON ({error}); the memory is corrupt") from error
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise MemoryFileError(f"{manifest_path} does not describe a memorag memory")
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise MemoryFileError(
+                f"{root} has memory format version {manifest.get('format_version')}, this version reads "
+                f"{FORMAT_VERSION}; memorize the context again"
+            )
+        actual = sha256_file(tensors_path)
+        if actual != manifest.get("tensors_sha256"):
+            raise MemoryFileError(
+                f"{tensors_path} is truncated or corrupt (sha256 {actual[:12]}..., the manifest expects "
+                f"{str(manifest.get('tensors_sha256'))[:12]}...); memorize the context again"
+            )
+        tensors = load_file(str(tensors_path), device=str(device))
+        layers = int(manifest["num_layers"])
+        try:
+            keys = [tensors[f"keys.{i}"] for i in range(layers)]
+            values = [tensors[f"values.{i}"] for i in range(layers)]
+        except KeyError as error:
+            raise MemoryFileError(f"{tensors_path} lacks tensor {error}; the memory is corrupt") from error
+        state = ScheduleState.from_dict(manifest["state"])
+        if any(k.shape[2] != state.cache_length for k in keys):
+            raise MemoryFileError(f"{tensors_path} does not match its manifest's length {state.cache_length}")
+        return cls(
+            keys=keys,
+            values=values,
+            state=state,
+            identity=manifest["identity"],
+            ratio=manifest["ratio"],
+            chat=bool(manifest["chat"]),
+            content_sha256=manifest["content_sha256"],
+        )

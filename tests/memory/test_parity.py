@@ -1,0 +1,47 @@
+"""The patched model reads like the base model wherever no window has been compacted."""
+
+import pytest
+import torch
+
+from .conftest import random_ids, tiny_memory_model
+
+
+@pytest.mark.parametrize("length", [9, 16])  # shorter than the window, and exactly one window
+def test_window_covering_the_input_equals_plain_transformers(family, length):
+    model = tiny_memory_model(family, window=16)
+    ids = random_ids(length, batch=2)
+    with torch.no_grad():
+        expected = model.base_model(ids).logits  # patched modules fall back to the base attention
+        got = model(ids, return_logits=True).logits
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+def test_patching_leaves_the_plain_forward_unchanged(family):
+    from .conftest import tiny_base
+
+    ids = random_ids(24)
+    with torch.no_grad():
+        reference = tiny_base(family)(ids).logits
+        patched = tiny_memory_model(family).base_model(ids).logits
+    torch.testing.assert_close(patched, reference, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("attention", ["full-coverage", "step-expansion", "segmentation"])
+def test_sdpa_and_eager_agree(attention):
+    ids = random_ids(70)
+    outputs = []
+    for implementation in ("sdpa", "eager"):
+        model = tiny_memory_model("qwen3", attention=attention, attn_implementation=implementation)
+        with torch.no_grad():
+            outputs.append(model(ids, return_logits=True).logits)
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-5, rtol=1e-5)
+
+
+def test_memory_changes_what_later_windows_read():
+    """Beyond one window the memory is used: logits differ from the window alone."""
+    model = tiny_memory_model("llama")
+    ids = random_ids(40)
+    with torch.no_grad():
+        with_memory = model(ids, return_logits=True).logits[:, 32:]
+        window_alone = model.base_model(ids[:, 32:]).logits
+    assert (with_memory - window_alone).abs().max() > 1e-3
