@@ -1,0 +1,139 @@
+"""Memorize speed and memory on the embedded model's shape (MEMORY_MODEL.md section 7).
+
+    python benchmarks/memorize.py                 # the full grid, random weights
+    python benchmarks/memorize.py --quick         # 4K and 8K only
+    python benchmarks/memorize.py --lengths 8192 --ratios 4 --dtypes bfloat16
+
+Each cell runs in a fresh process (so peak memory is the cell's own): memorize N
+random tokens at ratio r with window 1024, full-coverage attention, memory
+parameters qkv, SDPA; beside it a plain transformers forward (no memory, no logits)
+over the same tokens where they fit in the model's 8192 positions. Weights are
+random with SmolLM2-135M's dimensions (`--embedded` uses the real embedded model);
+positions are raised to 65536 so that 32K tokens fit at r=4 (random weights: speed
+only, no quality). Prints a markdown table and writes JSON to benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# SmolLM2-135M's architecture (the embedded model), for random-weight runs.
+SMOLLM2_SHAPE = dict(
+    vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+    num_key_value_heads=3, rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
+)
+
+
+def _peak_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_cell(mode: str, length: int, ratio: int, dtype_name: str, embedded: bool, threads: int | None) -> dict:
+    """One measurement, in this process."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from memorag.memory import MemoryConfig, MemoryModel
+
+    if threads:
+        torch.set_num_threads(threads)
+    dtype = getattr(torch, dtype_name)
+    torch.manual_seed(0)
+    if embedded:
+        from transformers import AutoModelForCausalLM
+
+        from memorag.models import resolve_lm
+
+        base = AutoModelForCausalLM.from_pretrained(resolve_lm(None), dtype=dtype)
+        base.config.max_position_embeddings = max(base.config.max_position_embeddings, 65536)
+    else:
+        config = LlamaConfig(**SMOLLM2_SHAPE, max_position_embeddings=65536, attn_implementation="sdpa")
+        base = LlamaForCausalLM(config).to(dtype)
+    base.eval()
+    ids = torch.randint(0, base.config.vocab_size, (1, length))
+    result = {"mode": mode, "tokens": length, "ratio": ratio if mode == "memorize" else None, "dtype": dtype_name}
+    if mode == "plain":
+        with torch.no_grad():
+            base.model(ids[:, :64])  # warm-up
+            start = time.perf_counter()
+            base.model(ids, use_cache=False)
+            seconds = time.perf_counter() - start
+        result["kv_bytes_per_token"] = 2 * base.config.num_hidden_layers * base.config.num_key_value_heads * (
+            base.config.hidden_size // base.config.num_attention_heads) * torch.finfo(dtype).bits // 8
+    else:
+        model = MemoryModel(base, MemoryConfig(window=1024, ratios=[ratio]))
+        model.memorize(ids[0, :64].tolist(), show_progress=False)  # warm-up
+        start = time.perf_counter()
+        memory = model.memorize(ids[0].tolist(), show_progress=False)
+        seconds = time.perf_counter() - start
+        result["memory_entries"] = memory.num_entries
+        result["memory_mb"] = memory.nbytes / 2**20
+        result["kv_bytes_per_token"] = memory.nbytes / length
+    result.update(seconds=seconds, tokens_per_s=length / seconds, peak_rss_mb=_peak_rss_mb())
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192, 16384, 32768])
+    parser.add_argument("--ratios", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
+    parser.add_argument("--plain-max", type=int, default=8192, help="longest plain forward (model positions)")
+    parser.add_argument("--quick", action="store_true", help="4K and 8K only")
+    parser.add_argument("--embedded", action="store_true", help="real embedded weights instead of random ones")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/memorize-HOST.json)")
+    parser.add_argument("--cell", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cell:
+        mode, length, ratio, dtype = args.cell.split(",")
+        print(json.dumps(run_cell(mode, int(length), int(ratio), dtype, args.embedded, args.threads)))
+        return
+    lengths = [n for n in args.lengths if n <= 8192] if args.quick else args.lengths
+    cells = []
+    for dtype in args.dtypes:
+        for ratio in args.ratios:
+            cells += [("memorize", n, ratio, dtype) for n in lengths]
+        cells += [("plain", n, 0, dtype) for n in lengths if n <= args.plain_max]
+    results = []
+    for cell in cells:
+        command = [sys.executable, __file__, "--cell", ",".join(map(str, cell))]
+        command += ["--embedded"] if args.embedded else []
+        command += ["--threads", str(args.threads)] if args.threads else []
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            print(completed.stderr[-2000:], file=sys.stderr)
+            raise SystemExit(f"cell {cell} failed")
+        row = json.loads(completed.stdout.strip().splitlines()[-1])
+        results.append(row)
+        label = f"{row['mode']:8s} {row['dtype']:8s} r={row['ratio'] or '-':<3} {row['tokens']:>6} tok"
+        print(f"{label}  {row['seconds']:7.2f} s  {row['tokens_per_s']:7.0f} tok/s  peak {row['peak_rss_mb']:6.0f} MB",
+              flush=True)
+    print()
+    print("| mode | dtype | ratio | tokens | seconds | tokens/s | peak RSS MB | memory MB | KV bytes/token |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in results:
+        print(f"| {row['mode']} | {row['dtype']} | {row['ratio'] or '-'} | {row['tokens']} | {row['seconds']:.2f} | "
+              f"{row['tokens_per_s']:.0f} | {row['peak_rss_mb']:.0f} | {row.get('memory_mb', float('nan')):.1f} | "
+              f"{row['kv_bytes_per_token']:.0f} |")
+    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-{platform.node()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "torch": torch.__version__,
+               "weights": "embedded" if args.embedded else "random (SmolLM2-135M shape)"}
+    out.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()

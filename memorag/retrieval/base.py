@@ -1,0 +1,229 @@
+"""The retriever interface, search hits, and the on-disk index format shared by all retrievers.
+
+An index directory holds ``manifest.json`` plus the data files it lists::
+
+    {"format": "memorag-retriever", "format_version": 1, "kind": "bm25",
+     "settings": {...}, "num_chunks": 123, "files": {"postings.npz": "<sha256>"}}
+
+``save`` writes everything into a temporary sibling directory and moves it into
+place with ``os.replace``, so a crash leaves either the old index or the new one,
+never a mix. ``load`` checks the format, version, kind and every file's SHA-256,
+and reads arrays with ``allow_pickle=False``: no pickles anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from memorag.retrieval.chunking import Chunk
+
+FORMAT_NAME = "memorag-retriever"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a chunk id and its score (higher is better)."""
+
+    chunk_id: int
+    score: float
+
+
+class IndexFormatError(ValueError):
+    """An index directory is missing, corrupt, from another format/version, or of another kind."""
+
+
+class Retriever(ABC):
+    """A searchable collection of chunks.
+
+    Subclasses set ``kind`` (the manifest's kind; also the registry key used by
+    ``load_retriever``) and implement the abstract methods. ``add`` is incremental:
+    work done for chunks already added is never redone for them.
+    """
+
+    kind: ClassVar[str]
+    _registry: ClassVar[dict[str, type[Retriever]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if kind is not None:
+            Retriever._registry[kind] = cls
+
+    @abstractmethod
+    def add(self, chunks: Sequence[Chunk]) -> None:
+        """Index more chunks; their ids must be new to this retriever."""
+
+    @abstractmethod
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """For each query, up to ``k`` hits, best first."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of indexed chunks."""
+
+    @abstractmethod
+    def _settings(self) -> dict[str, Any]:
+        """JSON-serialisable settings recorded in the manifest."""
+
+    @abstractmethod
+    def _write_files(self, directory: Path) -> None:
+        """Write the data files into ``directory`` (a fresh temporary directory)."""
+
+    @classmethod
+    @abstractmethod
+    def _read_files(cls, directory: Path, manifest: dict[str, Any], **kwargs: Any) -> Self:
+        """Rebuild a retriever from a verified index directory."""
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Write the index to ``directory`` atomically (replacing an earlier index there)."""
+        with atomic_directory(directory) as staging:
+            self._write_files(staging)
+            files = {path.name: _sha256(path) for path in sorted(staging.iterdir()) if path.is_file()}
+            manifest = {
+                "format": FORMAT_NAME,
+                "format_version": FORMAT_VERSION,
+                "kind": self.kind,
+                "settings": self._settings(),
+                "num_chunks": len(self),
+                "files": files,
+            }
+            (staging / MANIFEST_NAME).write_text(
+                json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            )
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], **kwargs: Any) -> Self:
+        """Load an index saved by ``save``; raises ``IndexFormatError`` if it is not one of ours.
+
+        ``Retriever.load`` itself loads any kind (see ``load_retriever``).
+        """
+        if "kind" not in cls.__dict__:
+            return load_retriever(directory, **kwargs)  # type: ignore[return-value]
+        path = Path(directory)
+        manifest = read_manifest(path, kind=cls.kind)
+        retriever = cls._read_files(path, manifest, **kwargs)
+        if len(retriever) != manifest["num_chunks"]:
+            raise IndexFormatError(
+                f"{path}: manifest says {manifest['num_chunks']} chunks, data holds {len(retriever)}"
+            )
+        return retriever
+
+
+def load_retriever(directory: str | os.PathLike[str], **kwargs: Any) -> Retriever:
+    """Load any saved retriever, dispatching on the manifest's ``kind``."""
+    kind = read_manifest(Path(directory))["kind"]
+    if kind not in Retriever._registry:
+        raise IndexFormatError(
+            f"{directory}: unknown retriever kind {kind!r}; known: {sorted(Retriever._registry)} "
+            "(import the module that defines it first)"
+        )
+    return Retriever._registry[kind].load(directory, **kwargs)  # a subclass: no recursion
+
+
+def read_manifest(directory: Path, kind: str | None = None) -> dict[str, Any]:
+    """Read and verify ``manifest.json`` and the checksums of the files it lists."""
+    manifest_path = directory / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise IndexFormatError(f"{directory}: no {MANIFEST_NAME}; not a saved retriever index")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise IndexFormatError(f"{manifest_path}: corrupt manifest ({error})") from error
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise IndexFormatError(f"{manifest_path}: not a {FORMAT_NAME} manifest")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{manifest_path}: format version {manifest.get('format_version')!r}, "
+            f"this code reads version {FORMAT_VERSION}"
+        )
+    missing = {"kind", "settings", "num_chunks", "files"} - manifest.keys()
+    if missing:
+        raise IndexFormatError(f"{manifest_path}: corrupt manifest, missing {sorted(missing)}")
+    if kind is not None and manifest["kind"] != kind:
+        raise IndexFormatError(f"{directory}: holds a {manifest['kind']!r} index, expected {kind!r}")
+    for name, digest in manifest["files"].items():
+        file_path = directory / name
+        if Path(name).name != name or not file_path.is_file():
+            raise IndexFormatError(f"{directory}: file {name!r} listed in the manifest is missing")
+        if _sha256(file_path) != digest:
+            raise IndexFormatError(f"{file_path}: checksum mismatch; the index is corrupt")
+    return manifest
+
+
+@contextlib.contextmanager
+def atomic_directory(directory: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield an empty staging directory that replaces ``directory`` when the block succeeds.
+
+    An existing ``directory`` is replaced only if it is empty or a saved index (it has
+    a manifest of our format), so a wrong path cannot wipe unrelated files.
+    """
+    target = Path(directory).resolve()
+    if target.exists():
+        if not target.is_dir():
+            raise FileExistsError(f"{target} exists and is not a directory")
+        if any(target.iterdir()) and not _is_our_index(target):
+            raise FileExistsError(f"{target} is a non-empty directory that is not a retriever index")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        yield staging
+        if target.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.replace(target, retired / "index")
+            os.replace(staging, target)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def check_new_chunk_ids(existing_ids: Iterable[int], chunks: Sequence[Chunk]) -> list[int]:
+    """Ids of ``chunks`` as ints; ``ValueError`` if any repeats or is already indexed."""
+    if isinstance(chunks, Chunk):
+        raise TypeError("add() takes a list of Chunk, not a single Chunk")
+    new_ids = [int(chunk.id) for chunk in chunks]
+    if len(set(new_ids)) != len(new_ids):
+        raise ValueError("duplicate chunk ids within the chunks being added")
+    existing = existing_ids if isinstance(existing_ids, set) else set(existing_ids)
+    clashes = existing.intersection(new_ids)
+    if clashes:
+        raise ValueError(f"chunk ids already indexed: {sorted(clashes)[:10]}")
+    return new_ids
+
+
+def check_queries(queries: Sequence[str], k: int) -> None:
+    """Reject a bare string (it would be searched character by character) and k < 1."""
+    if isinstance(queries, str):
+        raise TypeError("queries must be a list of strings, not a single string")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+
+
+def _is_our_index(directory: Path) -> bool:
+    try:
+        manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
