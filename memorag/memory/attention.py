@@ -35,11 +35,17 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 @dataclass
 class StepContext:
-    """What one forward step over some rows needs to know; shared by every layer."""
+    """What one forward step over some rows needs to know; shared by every layer.
+
+    Keys are `[prefix | tail]`: the first `prefix` keys are visible to every row of the
+    step; `mask` [T, tail] (True = may attend) says which tail keys each row sees, and
+    `None` means causal aligned to the last key (the step's own rows come last).
+    """
 
     cache: MemoryCache
     memory_rows: bool  # True: the rows are memory tokens (memory projections)
-    mask: torch.Tensor | None  # [T, S] bool, True = may attend; None = causal, aligned to the end
+    prefix: int
+    mask: torch.Tensor | None = None
     implementation: str = "sdpa"
 
 
@@ -48,17 +54,15 @@ def causal_end_mask(num_queries: int, num_keys: int, device: torch.device) -> to
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(num_keys - num_queries)
 
 
-def memory_rows_mask(
-    scheme: str, num_entries: int, window: int, offsets: list[int], ratio: int, device: torch.device
-) -> torch.Tensor:
-    """[m, M + L + m] bool: what each memory row of a complete window may attend to.
+def memory_rows_mask(scheme: str, window: int, offsets: list[int], ratio: int, device: torch.device) -> torch.Tensor:
+    """[m, L + m] bool: which of a complete window's rows each of its memory rows sees.
 
-    Keys are [memory entries | the window's raw rows | the window's memory rows].
-    Memory row i follows raw row `offsets[i]`. Every scheme sees all memory entries and
-    itself; `full-coverage` is plain causal in the interleaved order (raw rows up to its
-    own, earlier memory rows of the window); `step-expansion` sees the raw rows up to
-    its own (the first (i+1) * ratio) but no other memory row of the window;
-    `segmentation` sees only its own `ratio` raw rows.
+    Keys are [the window's raw rows | the window's memory rows] (memory entries come
+    before them and are visible to all). Memory row i follows raw row `offsets[i]` and
+    always sees itself; `full-coverage` is plain causal in the interleaved order (raw
+    rows up to its own, earlier memory rows of the window); `step-expansion` sees the
+    raw rows up to its own (the first (i+1) * ratio) and no other memory row of the
+    window; `segmentation` sees only its own `ratio` raw rows.
     """
     m = len(offsets)
     follows = torch.tensor(offsets, device=device)[:, None]  # [m, 1]
@@ -72,50 +76,98 @@ def memory_rows_mask(
         memory_visible = rows[None, :] <= rows[:, None]
     else:
         memory_visible = rows[None, :] == rows[:, None]
-    entries_visible = torch.ones(m, num_entries, dtype=torch.bool, device=device)
-    return torch.cat([entries_visible, raw_visible, memory_visible], dim=1)
+    return torch.cat([raw_visible, memory_visible], dim=1)
+
+
+def _full_mask(num_queries: int, prefix: int, tail: int, mask: torch.Tensor | None, device) -> torch.Tensor:
+    tail_mask = mask if mask is not None else causal_end_mask(num_queries, tail, device)
+    if prefix == 0:
+        return tail_mask
+    return torch.cat([torch.ones(num_queries, prefix, dtype=torch.bool, device=device), tail_mask], dim=1)
+
+
+def _cpu_flash(query, key, value, causal: bool, mask: torch.Tensor | None, scale: float):
+    """PyTorch's fused CPU attention, returning the output and its log-sum-exp."""
+    float_mask = None
+    if mask is not None:
+        float_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
+        float_mask.masked_fill_(~mask, float("-inf"))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, 0.0, causal, attn_mask=float_mask, scale=scale
+    )
+
+
+def _split_attention(query, key, value, prefix: int, mask, scale: float) -> torch.Tensor:
+    """Prefix keys unmasked + tail keys causal/masked, merged by log-sum-exp (CPU inference).
+
+    The prefix (the memory, often most of the keys) needs no mask, and its query
+    groups are folded into the query rows so grouped keys are never repeated.
+    """
+    batch, heads, num_queries, dim = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    folded = query.reshape(batch, kv_heads, groups * num_queries, dim)
+    out_prefix, lse_prefix = _cpu_flash(folded, key[:, :, :prefix], value[:, :, :prefix], False, None, scale)
+    out_prefix = out_prefix.reshape(batch, heads, num_queries, dim)
+    lse_prefix = lse_prefix.reshape(batch, heads, num_queries)
+    tail_key = key[:, :, prefix:].repeat_interleave(groups, dim=1)
+    tail_value = value[:, :, prefix:].repeat_interleave(groups, dim=1)
+    causal = mask is None and tail_key.shape[2] == num_queries
+    if mask is None and not causal:
+        mask = causal_end_mask(num_queries, tail_key.shape[2], query.device)
+    out_tail, lse_tail = _cpu_flash(query, tail_key, tail_value, causal, mask, scale)
+    lse = torch.logaddexp(lse_prefix, lse_tail)  # [B, H, Tq]
+    weight_prefix = (lse_prefix - lse).exp().unsqueeze(-1).to(query.dtype)
+    weight_tail = (lse_tail - lse).exp().unsqueeze(-1).to(query.dtype)
+    return (out_prefix * weight_prefix + out_tail * weight_tail).transpose(1, 2)
 
 
 def attend(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
+    prefix: int,
     mask: torch.Tensor | None,
     implementation: str,
     scale: float,
 ) -> torch.Tensor:
-    """Attention of `query` [B, H, Tq, d] over `key`/`value` [B, H_kv, S, d] -> [B, Tq, H, d].
+    """The one kernel dispatch point: `query` [B, H, Tq, d] over `key`/`value` [B, H_kv, S, d].
 
-    `mask=None` means causal aligned to the last key (the window's rows come last).
-    FlashAttention 2 takes that case natively (its causal mask is aligned to the end);
-    an explicit mask goes to SDPA.
+    Keys `[:prefix]` are visible to every query; `mask` covers the rest (None: causal
+    aligned to the last key). Returns [B, Tq, H, d].
+    - `flash_attention_2` (CUDA): its causal mask is aligned to the last key, which is
+      exactly the `mask=None` case; an explicit mask goes to SDPA.
+    - `sdpa`: on CPU without autograd, a prefix is attended unmasked and merged with
+      the tail by log-sum-exp (`_split_attention`); otherwise one SDPA call with
+      `is_causal` when the keys are exactly the queries' own rows, else a boolean mask.
+    - `eager`: plain matmul-softmax with an explicit mask, for debugging.
     """
     num_queries, num_keys = query.shape[2], key.shape[2]
+    tail = num_keys - prefix
     groups = query.shape[1] // key.shape[1]
     if implementation == "flash_attention_2" and mask is None and query.is_cuda:
         from flash_attn import flash_attn_func
 
-        out = flash_attn_func(
+        return flash_attn_func(
             query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scale, causal=True
         )
-        return out
     if implementation == "eager":
-        if mask is None:
-            mask = causal_end_mask(num_queries, num_keys, query.device)
+        full = _full_mask(num_queries, prefix, tail, mask, query.device)
         key = key.repeat_interleave(groups, dim=1)
         value = value.repeat_interleave(groups, dim=1)
         scores = torch.matmul(query, key.transpose(2, 3)) * scale  # [B, H, Tq, S]
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        scores = scores.masked_fill(~full, torch.finfo(scores.dtype).min)
         weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
         return torch.matmul(weights, value).transpose(1, 2)
-    is_causal = False
-    if mask is None:
-        if num_queries == num_keys:
-            is_causal = True
-        elif num_queries > 1:
-            mask = causal_end_mask(num_queries, num_keys, query.device)
+    needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+    if prefix > 0 and num_queries > 1 and query.device.type == "cpu" and not needs_grad:
+        return _split_attention(query, key, value, prefix, mask, scale)
+    is_causal = mask is None and num_queries == num_keys
+    full = None
+    if not is_causal and not (mask is None and num_queries == 1):
+        full = _full_mask(num_queries, prefix, tail, mask, query.device)
     out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=groups > 1
+        query, key, value, attn_mask=full, is_causal=is_causal, scale=scale, enable_gqa=groups > 1
     )
     return out.transpose(1, 2)
 
@@ -175,6 +227,7 @@ class MemoryAttention(nn.Module):
             key = apply_rope(key, cos, sin)
         keys, values = cache.write(self.layer_idx, key, value)  # [B, H_kv, S, d]
         keys = cache.read_keys(keys)
-        out = attend(query, keys, values, memory_step.mask, memory_step.implementation, self.scaling)
+        out = attend(query, keys, values, memory_step.prefix, memory_step.mask, memory_step.implementation,
+                     self.scaling)
         out = out.reshape(batch, rows, -1)
         return self._projection("o", memory_rows)(out), None

@@ -272,7 +272,7 @@ class MemoryModel(nn.Module):
                 "use a larger ratio or a shorter prompt"
             )
         positions = torch.arange(piece.first_position, end, device=input_ids.device)[None]  # [1, n]
-        step = StepContext(cache, memory_rows=False, mask=None, implementation=self.config.attn_implementation)
+        step = StepContext(cache, memory_rows=False, prefix=cache.length, implementation=self.config.attn_implementation)
         return self._run_layers(self.embed_tokens(input_ids), positions, step)
 
     def _memory_pass(self, piece: Piece, cache: MemoryCache, batch: int, next_state: ScheduleState) -> None:
@@ -282,9 +282,9 @@ class MemoryModel(nn.Module):
         device = self.device
         hidden = self.memory_embedding.expand(batch, len(offsets), -1)  # [B, m, D]
         positions = (torch.tensor(offsets, device=device) + entries)[None]  # [1, m]
-        mask = memory_rows_mask(self.config.attention, entries, window, offsets, ratio, device)
-        implementation = "sdpa" if self.config.attn_implementation == "flash_attention_2" else self.config.attn_implementation
-        step = StepContext(cache, memory_rows=True, mask=mask, implementation=implementation)
+        mask = memory_rows_mask(self.config.attention, window, offsets, ratio, device)
+        step = StepContext(cache, memory_rows=True, prefix=entries, mask=mask,
+                           implementation=self.config.attn_implementation)
         self._run_layers(hidden, positions, step)
         cache.advance(cache.state, pending=len(offsets))
         cache.compact(next_state, offsets)

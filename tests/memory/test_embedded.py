@@ -1,0 +1,43 @@
+"""The embedded SmolLM2 loads offline, memorizes a few thousand tokens and generates."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from memorag.memory import Memory, MemoryConfig, MemoryModel
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kjv_ruth_esther_jonah.txt"
+
+
+@pytest.mark.slow
+def test_embedded_model_memorizes_and_generates(tmp_path):
+    model = MemoryModel.from_pretrained(config=MemoryConfig(window=1024, ratios=[4]))
+    config = model.base_model.config
+    assert (config.model_type, config.num_hidden_layers, config.hidden_size) == ("llama", 30, 576)
+    assert model.dtype == torch.bfloat16 and model.layout.chat
+
+    text = EXAMPLE.read_text()
+    # one window: the memory is the context itself, so the answer equals plain transformers'
+    short = text[:2500]
+    memory = model.memorize(short)
+    assert memory.num_entries == 0 and 500 < memory.num_tokens < 1024
+    question = "Who were the two sons of Elimelech?"
+    answer = model.generate(question, memory=memory, max_new_tokens=24)
+    prompt = model.tokenizer.apply_chat_template(
+        [{"role": "user", "content": short + "\n\n" + question}], add_generation_prompt=True, tokenize=False
+    )
+    ids = model.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        plain = model.base_model.generate(ids, max_new_tokens=24, do_sample=False)
+    assert answer == model.tokenizer.decode(plain[0, ids.shape[1] :], skip_special_tokens=True)
+    assert "Mahlon" in answer and "Chilion" in answer
+
+    # a few thousand tokens: windows are compacted into memory entries
+    memory = model.memorize(text[:14000])
+    assert memory.num_tokens > 3000
+    assert memory.num_entries == (memory.num_tokens // 1024) * 256
+    memory.save(tmp_path / "memory")
+    reloaded = Memory.load(tmp_path / "memory")
+    out = model.generate("What happened next?", memory=reloaded, max_new_tokens=8)
+    assert isinstance(out, str)
