@@ -1,4 +1,4 @@
-"""Retrieval: chunking, BM25/TF-IDF, dense (sentence-transformers + faiss), fusion, MixPR."""
+"""Retrieval: chunking, BM25/TF-IDF, dense (sentence-transformers + faiss), fusion, MixPR, LongRAG units."""
 
 from memorag.retrieval.base import Hit, IndexFormatError, Retriever, load_retriever
 from memorag.retrieval.chunking import (
@@ -11,6 +11,7 @@ from memorag.retrieval.chunking import (
 )
 from memorag.retrieval.dense import DenseRetriever, load_embedder
 from memorag.retrieval.hybrid import HybridRetriever, document_order, fit_to_budget, fuse
+from memorag.retrieval.longrag import Unit, group_documents, infer_links, maxp
 from memorag.retrieval.mixpr import MixPRRetriever, pagerank, parse_route, route_rule_based
 from memorag.retrieval.sparse import BM25Retriever, TfidfEncoder, tokenize
 
@@ -26,13 +27,17 @@ __all__ = [
     "Retriever",
     "TextSpan",
     "TfidfEncoder",
+    "Unit",
     "chunk_documents",
     "chunk_documents_for_mixpr",
     "document_order",
     "fit_to_budget",
     "fuse",
+    "group_documents",
+    "infer_links",
     "load_embedder",
     "load_retriever",
+    "maxp",
     "pagerank",
     "parse_route",
     "route_rule_based",
