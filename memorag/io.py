@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def _current_umask() -> int:
@@ -55,30 +58,65 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike[str]):
+def atomic_directory(path: str | os.PathLike[str], replaceable: Callable[[Path], bool] | None = None):
     """Build a directory in a temporary sibling, then move it into place.
 
     Yields the temporary folder to write into. On success it replaces `path` (an
     existing directory there is moved aside first and removed after the swap); on
-    error the temporary folder is removed and `path` is left as it was.
+    error the temporary folder is removed and `path` is left as it was. A non-empty
+    existing directory is replaced only if `replaceable(path)` says it is one of
+    ours, so a wrong path cannot wipe unrelated files.
     """
     target = Path(path)
+    if target.exists():
+        if not target.is_dir():
+            raise FileExistsError(f"{target} exists and is not a directory")
+        if replaceable is not None and any(target.iterdir()) and not replaceable(target):
+            raise FileExistsError(f"{target} is a non-empty directory of other content; choose another path")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
     try:
         yield staging
         if target.exists():
-            if not target.is_dir():
-                raise FileExistsError(f"{target} exists and is not a directory")
             old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old"))
             os.replace(target, old / "previous")
             os.replace(staging, target)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_json_manifest(
+    path: str | os.PathLike[str], fmt: str, version: int, error: type[Exception] = ValueError
+) -> dict[str, Any]:
+    """Read a JSON manifest and check its `format` and `format_version`, raising `error`."""
+    manifest_path = Path(path)
+    if not manifest_path.is_file():
+        raise error(f"{manifest_path} is missing; this is not a saved {fmt}")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as problem:
+        raise error(f"{manifest_path} is not valid JSON ({problem}); the {fmt} is corrupt") from problem
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt:
+        raise error(f"{manifest_path} does not describe a {fmt}")
+    if manifest.get("format_version") != version:
+        raise error(
+            f"{manifest_path} has {fmt} format version {manifest.get('format_version')!r}; this code reads "
+            f"version {version}"
+        )
+    return manifest
+
+
+def is_saved(directory: str | os.PathLike[str], manifest_name: str, fmt: str) -> bool:
+    """Whether `directory` holds a manifest of format `fmt` (a save we may replace)."""
+    try:
+        manifest = json.loads((Path(directory) / manifest_name).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == fmt
 
 
 def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 22) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 from safetensors.torch import load_file, save_file
 
-from memorag.io import atomic_directory, sha256_file
+from memorag.io import atomic_directory, is_saved, read_json_manifest, sha256_file
 
 from .config import MemoryConfig
 
@@ -39,7 +39,7 @@ def _base_identity(model: MemoryModel) -> dict:
 
 def save_memory_weights(model: MemoryModel, directory: str | Path) -> Path:
     tensors = {name: p.detach().to("cpu").contiguous() for name, p in model.memory_parameters().items()}
-    with atomic_directory(directory) as staging:
+    with atomic_directory(directory, replaceable=lambda d: is_saved(d, CONFIG, FORMAT)) as staging:
         save_file(tensors, str(staging / WEIGHTS))
         document = {
             "format": FORMAT,
@@ -60,15 +60,7 @@ def _read_document(directory: str | Path) -> dict:
             f"{root} holds no memory weights (expected {CONFIG} and {WEIGHTS}); write them with "
             "MemoryModel.save_memory_weights or a training run"
         )
-    try:
-        document = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise MemoryWeightsError(f"{path} is not valid JSON ({error})") from error
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise MemoryWeightsError(f"{path} does not describe memorag memory weights")
-    if document.get("format_version") != FORMAT_VERSION:
-        raise MemoryWeightsError(f"{path} has format version {document.get('format_version')}; expected {FORMAT_VERSION}")
-    return document
+    return read_json_manifest(path, FORMAT, FORMAT_VERSION, MemoryWeightsError)
 
 
 def read_memory_weights_config(directory: str | Path) -> MemoryConfig:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from memorag.io import atomic_directory, sha256_file
+from memorag.io import atomic_directory, is_saved, read_json_manifest, sha256_file
 
 from .schedule import ScheduleState
 
@@ -77,7 +77,7 @@ class Memory:
         for index, (k, v) in enumerate(zip(self.keys, self.values, strict=True)):
             tensors[f"keys.{index}"] = k.detach().to("cpu").contiguous()
             tensors[f"values.{index}"] = v.detach().to("cpu").contiguous()
-        with atomic_directory(path) as staging:
+        with atomic_directory(path, replaceable=lambda d: is_saved(d, MANIFEST, FORMAT)) as staging:
             save_file(tensors, str(staging / TENSORS))
             manifest = self.manifest()
             manifest["tensors_sha256"] = sha256_file(staging / TENSORS)
@@ -94,17 +94,7 @@ class Memory:
                 f"{root} is not a saved memory (expected a directory with {MANIFEST} and {TENSORS}); "
                 "write one with Memory.save or `memorag memorize`"
             )
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise MemoryFileError(f"{manifest_path} is not valid JSON ({error}); the memory is corrupt") from error
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise MemoryFileError(f"{manifest_path} does not describe a memorag memory")
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise MemoryFileError(
-                f"{root} has memory format version {manifest.get('format_version')}, this version reads "
-                f"{FORMAT_VERSION}; memorize the context again"
-            )
+        manifest = read_json_manifest(manifest_path, FORMAT, FORMAT_VERSION, MemoryFileError)
         actual = sha256_file(tensors_path)
         if actual != manifest.get("tensors_sha256"):
             raise MemoryFileError(

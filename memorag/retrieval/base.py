@@ -13,18 +13,15 @@ and reads arrays with ``allow_pickle=False``: no pickles anywhere.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
-import shutil
-import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from memorag import io
 from memorag.retrieval.chunking import Chunk
 
 FORMAT_NAME = "memorag-retriever"
@@ -90,7 +87,7 @@ class Retriever(ABC):
         """Write the index to ``directory`` atomically (replacing an earlier index there)."""
         with atomic_directory(directory) as staging:
             self._write_files(staging)
-            files = {path.name: _sha256(path) for path in sorted(staging.iterdir()) if path.is_file()}
+            files = {path.name: io.sha256_file(path) for path in sorted(staging.iterdir()) if path.is_file()}
             manifest = {
                 "format": FORMAT_NAME,
                 "format_version": FORMAT_VERSION,
@@ -135,19 +132,7 @@ def load_retriever(directory: str | os.PathLike[str], **kwargs: Any) -> Retrieve
 def read_manifest(directory: Path, kind: str | None = None) -> dict[str, Any]:
     """Read and verify ``manifest.json`` and the checksums of the files it lists."""
     manifest_path = directory / MANIFEST_NAME
-    if not manifest_path.is_file():
-        raise IndexFormatError(f"{directory}: no {MANIFEST_NAME}; not a saved retriever index")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IndexFormatError(f"{manifest_path}: corrupt manifest ({error})") from error
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise IndexFormatError(f"{manifest_path}: not a {FORMAT_NAME} manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise IndexFormatError(
-            f"{manifest_path}: format version {manifest.get('format_version')!r}, "
-            f"this code reads version {FORMAT_VERSION}"
-        )
+    manifest = io.read_json_manifest(manifest_path, FORMAT_NAME, FORMAT_VERSION, IndexFormatError)
     missing = {"kind", "settings", "num_chunks", "files"} - manifest.keys()
     if missing:
         raise IndexFormatError(f"{manifest_path}: corrupt manifest, missing {sorted(missing)}")
@@ -157,38 +142,17 @@ def read_manifest(directory: Path, kind: str | None = None) -> dict[str, Any]:
         file_path = directory / name
         if Path(name).name != name or not file_path.is_file():
             raise IndexFormatError(f"{directory}: file {name!r} listed in the manifest is missing")
-        if _sha256(file_path) != digest:
+        if io.sha256_file(file_path) != digest:
             raise IndexFormatError(f"{file_path}: checksum mismatch; the index is corrupt")
     return manifest
 
 
-@contextlib.contextmanager
-def atomic_directory(directory: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield an empty staging directory that replaces ``directory`` when the block succeeds.
+def atomic_directory(directory: str | os.PathLike[str]):
+    """A staging directory that replaces ``directory`` on success (see `memorag.io.atomic_directory`).
 
-    An existing ``directory`` is replaced only if it is empty or a saved index (it has
-    a manifest of our format), so a wrong path cannot wipe unrelated files.
+    An existing ``directory`` is replaced only if it is empty or a saved index.
     """
-    target = Path(directory).resolve()
-    if target.exists():
-        if not target.is_dir():
-            raise FileExistsError(f"{target} exists and is not a directory")
-        if any(target.iterdir()) and not _is_our_index(target):
-            raise FileExistsError(f"{target} is a non-empty directory that is not a retriever index")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        yield staging
-        if target.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, retired / "index")
-            os.replace(staging, target)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.replace(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    return io.atomic_directory(directory, replaceable=lambda d: io.is_saved(d, MANIFEST_NAME, FORMAT_NAME))
 
 
 def check_new_chunk_ids(existing_ids: Iterable[int], chunks: Sequence[Chunk]) -> list[int]:
@@ -211,19 +175,3 @@ def check_queries(queries: Sequence[str], k: int) -> None:
         raise TypeError("queries must be a list of strings, not a single string")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-
-
-def _is_our_index(directory: Path) -> bool:
-    try:
-        manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -45,7 +45,7 @@ def test_truncated_corrupt_and_foreign_memories_are_refused(tmp_path):
     with pytest.raises(MemoryFileError, match="not a saved memory"):
         Memory.load(tmp_path / "nothing-here")
     (tmp_path / "m" / "manifest.json").write_text(json.dumps({"format": "something-else"}))
-    with pytest.raises(MemoryFileError, match="does not describe a memorag memory"):
+    with pytest.raises(MemoryFileError, match="does not describe a memorag-memory"):
         Memory.load(tmp_path / "m")
     (tmp_path / "m" / "manifest.json").write_text("{not json")
     with pytest.raises(MemoryFileError, match="not valid JSON"):

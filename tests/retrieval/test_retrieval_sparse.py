@@ -113,16 +113,16 @@ def test_corrupt_or_foreign_index_is_a_clear_error(tmp_path):
     assert manifest["kind"] == "bm25" and manifest["format_version"] == 1
     assert manifest["settings"] == {"k1": 1.2, "b": 0.75}
 
-    with pytest.raises(IndexFormatError, match=r"no manifest\.json"):
+    with pytest.raises(IndexFormatError, match=r"manifest\.json is missing"):
         BM25Retriever.load(tmp_path / "missing")
     (directory / "vocabulary.json").write_text('["tampered"]')
     with pytest.raises(IndexFormatError, match="checksum"):
         BM25Retriever.load(directory)
     manifest_path.write_text("{not json")
-    with pytest.raises(IndexFormatError, match="corrupt manifest"):
+    with pytest.raises(IndexFormatError, match="not valid JSON"):
         BM25Retriever.load(directory)
     manifest_path.write_text(json.dumps({"format": "something-else"}))
-    with pytest.raises(IndexFormatError, match="not a memorag-retriever manifest"):
+    with pytest.raises(IndexFormatError, match="does not describe a memorag-retriever"):
         BM25Retriever.load(directory)
     manifest_path.write_text(json.dumps({**manifest, "format_version": 99}))
     with pytest.raises(IndexFormatError, match="version"):
