@@ -1,0 +1,458 @@
+"""The `memorag` command: memorize texts, ask questions, print clues.
+
+    memorag memorize book.txt [more.txt ...] --out book.memorag
+    memorag ask book.memorag "Who raised Esther?"
+    memorag ask --context book.txt "Who raised Esther?" --mode rag
+    memorag clues book.memorag "Who raised Esther?"
+
+With no model options every command runs offline on the embedded models. The answer
+is streamed to stdout as it is written; clues, evidence and timings go to stderr
+(`--quiet` drops them), and `--json` prints one JSON object instead. Exit status: 0 on
+success, 2 for bad input or usage, 1 for any other failure; nothing is left
+half-written either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class CliInputError(ValueError):
+    """Bad input caught by the command line itself (files, arguments)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# reading contexts
+
+
+def read_context(path: str, encoding: str = "utf-8") -> dict:
+    """A document (`id`, `title`, `text`) from a text file, refusing empty, binary and
+    undecodable files. Imports nothing heavy, so bad input fails fast."""
+    file = Path(path)
+    if not file.exists():
+        raise CliInputError(f"{path}: no such file")
+    if file.is_dir():
+        raise CliInputError(f"{path} is a folder; give text files")
+    try:
+        data = file.read_bytes()
+    except OSError as error:
+        raise CliInputError(f"cannot read {path}: {error.strerror or error}") from error
+    if not data:
+        raise CliInputError(f"{path} is empty; give a text with some content")
+    wide = encoding.lower().replace("-", "").replace("_", "").startswith(("utf16", "utf32"))
+    if b"\x00" in data and not wide:
+        raise CliInputError(f"{path} looks like a binary file (it contains NUL bytes); give a plain text file "
+                            "(for UTF-16 text pass --encoding utf-16)")
+    codec = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+    try:
+        text = data.decode(codec)
+    except LookupError as error:
+        raise CliInputError(f"unknown encoding {encoding!r}") from error
+    except UnicodeDecodeError as error:
+        raise CliInputError(
+            f"{path} is not valid {encoding} text (byte 0x{data[error.start]:02x} at offset {error.start}); "
+            f"convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8 {path}`) or name its encoding with --encoding"
+        ) from error
+    if not text.strip():
+        raise CliInputError(f"{path} holds only whitespace; give a text with some content")
+    control = sum(1 for char in text if unicodedata.category(char) == "Cc" and char not in "\n\r\t\f\v")
+    if control > max(8, len(text) // 100):
+        raise CliInputError(f"{path} looks like a binary file ({control} control characters); give a plain text file")
+    return {"id": file.name, "title": file.name, "text": text}
+
+
+def read_contexts(paths: Sequence[str], encoding: str) -> list[dict]:
+    documents = [read_context(path, encoding) for path in paths]
+    names = [document["id"] for document in documents]
+    for document, path in zip(documents, paths):
+        if names.count(document["id"]) > 1:  # same file name in two folders: the paths tell them apart
+            document["id"] = os.path.normpath(path)
+    return documents
+
+
+def _as_documents(documents: list[dict]) -> list:
+    from memorag.retrieval.chunking import Document
+
+    return [Document(**document) for document in documents]
+
+
+# ----------------------------------------------------------------------------------------------
+# arguments
+
+
+def _model_options(parser: argparse.ArgumentParser, memorizing: bool) -> None:
+    models = parser.add_argument_group("models (default: the embedded models, offline)")
+    models.add_argument("--memory-model", metavar="NAME", help="memory model: a hub id or a local folder")
+    models.add_argument("--memory-weights", metavar="DIR",
+                        help="trained memory weights (without them the memory weights are untrained copies of "
+                             "the base model's, and answers from memory alone are poor)")
+    models.add_argument("--embedder", metavar="NAME", help="sentence-transformers embedder: a hub id or a folder")
+    models.add_argument("--retriever", choices=("dense", "bm25", "hybrid"), help="retriever (default: dense)")
+    models.add_argument("--generator", metavar="SPEC",
+                        help="answer writer: a local model (hub id or folder) or an OpenAI-compatible endpoint "
+                             "(http://host:port/v1); default: the memory model's own base model, sharing its weights")
+    models.add_argument("--generator-model", metavar="NAME", help="the model's name at the endpoint")
+    models.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the endpoint's API key "
+                                                             "(default: OPENAI_API_KEY)")
+    models.add_argument("--timeout", type=float, metavar="S", help="seconds to wait for the endpoint (default: 120)")
+    models.add_argument("--retries", type=int, metavar="N", help="retries when the endpoint fails (default: 3)")
+    shape = parser.add_argument_group("memorizing" if memorizing else "memorizing (with --context)")
+    shape.add_argument("--ratio", type=int, metavar="R", help="memory compression ratio (default: 4)")
+    shape.add_argument("--chunk-tokens", type=int, metavar="N", help="tokens per retrieval chunk (default: 160)")
+    shape.add_argument("--overlap-tokens", type=int, metavar="N", help="tokens shared by neighbouring chunks (default: 24)")
+    shape.add_argument("--encoding", default="utf-8", help="encoding of the context files (default: utf-8)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any pipeline setting, e.g. --set evidence_tokens=1024 (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress or details on stderr")
+
+
+def _ask_options(parser: argparse.ArgumentParser, clues_only: bool) -> None:
+    parser.add_argument("target", nargs="*", metavar="DIR QUERY",
+                        help="a folder written by `memorag memorize` and the query, or only the query with --context")
+    parser.add_argument("--context", nargs="+", metavar="FILE", help="memorize these text files now instead of DIR")
+    tasks = ("memorag", "summarize") if clues_only else ("qa", "memorag", "summarize")
+    parser.add_argument("--task", choices=tasks,
+                        help="memorag: clues from memory drive retrieval; qa: the memory model answers alone; "
+                             "summarize: key points from memory drive retrieval (default: the mode's own)")
+    if not clues_only:
+        parser.add_argument("--mode", metavar="MODE", help="memorag (default), rag, ... (see `memorag modes`)")
+        parser.add_argument("--max-new-tokens", type=int, metavar="N", help="longest answer, in tokens")
+        parser.add_argument("--evidence-tokens", type=int, metavar="N", help="most evidence tokens for the generator")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memorag",
+        description="MemoRAG: a memory model reads a long context once; its clues drive retrieval; a generator answers.",
+    )
+    from memorag import __version__
+
+    parser.add_argument("--version", action="version", version=f"memorag {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    memorize = commands.add_parser(
+        "memorize", help="build and save the memory and the index of text files",
+        description="Memorize text files into DIR: the memory, the chunks, the index and a manifest. If DIR already "
+                    "holds a memorag save made with the same models, new files are added to it (the memory is "
+                    "extended, the index grows) and files already there are skipped.",
+    )
+    memorize.add_argument("context", nargs="+", metavar="CONTEXT", help="text files (UTF-8 unless --encoding)")
+    memorize.add_argument("--out", required=True, metavar="DIR", help="where to save")
+    memorize.add_argument("--overwrite", action="store_true", help="replace a memorag save in DIR instead of adding to it")
+    _model_options(memorize, memorizing=True)
+
+    ask = commands.add_parser(
+        "ask", help="answer a query about a memorized context",
+        usage="memorag ask (DIR | --context FILE [FILE ...]) QUERY [options]",
+        description="Answer QUERY from DIR (written by `memorag memorize`) or from text files memorized on the fly. "
+                    "The answer is streamed to stdout; clues, evidence and timings go to stderr.",
+    )
+    _ask_options(ask, clues_only=False)
+    _model_options(ask, memorizing=False)
+
+    clues = commands.add_parser(
+        "clues", help="print the memory model's clues for a query",
+        usage="memorag clues (DIR | --context FILE [FILE ...]) QUERY [options]",
+        description="Print the clues the memory model writes for QUERY, one per line (key points with --task summarize).",
+    )
+    _ask_options(clues, clues_only=True)
+    _model_options(clues, memorizing=False)
+
+    commands.add_parser("modes", help="list the answering modes", description="List the registered modes and their tasks.")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    """Pipeline settings given on the command line (only those given)."""
+    from memorag.config import load_config, parse_override
+    from memorag.pipeline import PipelineConfig
+
+    items: list[str] = []
+    flags = {
+        "memory_model": args.memory_model, "memory_weights": args.memory_weights, "embedder": args.embedder,
+        "retriever": args.retriever, "generator": args.generator, "generator_model": args.generator_model,
+        "api_key_env": args.api_key_env, "timeout": args.timeout, "max_retries": args.retries,
+        "chunk_tokens": args.chunk_tokens, "overlap_tokens": args.overlap_tokens,
+        "mode": getattr(args, "mode", None), "answer_max_new_tokens": getattr(args, "max_new_tokens", None),
+        "evidence_tokens": getattr(args, "evidence_tokens", None),
+    }
+    for key, value in flags.items():
+        if value is not None:
+            items.append(f"{key}={value}")
+    if getattr(args, "max_new_tokens", None) is not None:
+        items.append(f"summary_max_new_tokens={args.max_new_tokens}")
+    if args.ratio is not None:
+        items.append(f"memory.ratios=[{args.ratio}]")
+    items.extend(args.set)
+    keys = []
+    for item in items:
+        if "=" not in item:
+            raise CliInputError(f"--set {item!r}: write KEY=VALUE")
+        key = parse_override(item)[0].split(".")[0]
+        if key not in keys:
+            keys.append(key)
+    config = load_config(PipelineConfig, None, items)
+    return {key: getattr(config, key) for key in keys}
+
+
+def _split_target(args: argparse.Namespace) -> None:
+    """Set `args.directory` (None with --context) and `args.query` from the positionals."""
+    target = list(args.target)
+    if args.context:
+        if not target:  # `--context a.txt b.txt "query"`: the greedy option took the query too
+            target = [args.context.pop()]
+        if not args.context:
+            raise CliInputError("--context needs at least one file before the query")
+        if len(target) != 1:
+            raise CliInputError("with --context give only the query (quote it if it has spaces)")
+        args.directory, args.query = None, target[0]
+    elif len(target) != 2:
+        raise CliInputError("give the folder written by `memorag memorize` and the query (or --context FILE ... QUERY)")
+    else:
+        args.directory, args.query = target
+    if not args.query.strip():
+        raise CliInputError("the query is empty; ask something")
+
+
+# ----------------------------------------------------------------------------------------------
+# output
+
+
+class Console:
+    def __init__(self, quiet: bool, json_output: bool):
+        self.quiet, self.json = quiet, json_output
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    def answer_piece(self, piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+
+def _quiet_libraries() -> None:
+    """Keep the model libraries' own warnings and loading bars off the terminal."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def _describe_evidence(evidence) -> list[str]:
+    lines = []
+    for item in evidence:
+        found = ", ".join("query" if index == 0 else f"clue {index}" for index in item.queries) or "-"
+        snippet = " ".join(item.text.split())
+        snippet = snippet[:90] + ("..." if len(snippet) > 90 else "")
+        lines.append(f"  [{item.doc_id} {item.start_char}-{item.end_char}] score {item.score:.4f} ({found}): {snippet}")
+    return lines
+
+
+def _format_timings(timings: dict[str, float]) -> str:
+    return ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in timings.items())
+
+
+# ----------------------------------------------------------------------------------------------
+# commands
+
+
+def _open_pipeline(args, console: Console, files: list[dict], overrides: dict, needs_memory: bool):
+    """A pipeline from DIR, or from the --context `files` (already read) memorized now."""
+    from memorag.generation import is_endpoint
+    from memorag.pipeline import MemoRAG
+
+    directory = args.directory
+    if directory is None:
+        documents = _as_documents(files)
+        _quiet_libraries()
+        rag = MemoRAG(**overrides)
+        rag.check_models()
+        if is_endpoint(rag.config.generator):
+            rag.check_generator()
+        console.info(f"memorizing {len(documents)} file(s)...")
+        report = rag.memorize(documents, with_memory=needs_memory, show_progress=not console.quiet)
+        console.info(f"memorized: {len(rag.chunks)} chunks"
+                     + (f", memory of {report.memory_tokens:,} tokens" if report.memory_tokens else "")
+                     + f" ({_format_timings(report.timings)})")
+        return rag
+    console.info(f"loading {directory}...")
+    _quiet_libraries()
+    rag = MemoRAG.load(directory, **overrides)
+    if is_endpoint(rag.config.generator):
+        rag.check_generator()
+    return rag
+
+
+def cmd_memorize(args, console: Console) -> int:
+    documents = read_contexts(args.context, args.encoding)
+    from memorag.generation import is_endpoint
+    from memorag.pipeline import MemoRAG, check_save_target, is_saved_pipeline
+
+    overrides = _overrides(args)
+    out = Path(args.out)
+    check_save_target(out)
+    documents = _as_documents(documents)
+    _quiet_libraries()
+    started = time.perf_counter()
+    if is_saved_pipeline(out) and not args.overwrite:
+        console.info(f"{out} holds a memorag save; adding to it")
+        rag = MemoRAG.load(out, **overrides)
+    else:
+        rag = MemoRAG(**overrides)
+        rag.check_models()
+    if is_endpoint(rag.config.generator):
+        rag.check_generator()
+    report = rag.memorize(documents, show_progress=not console.quiet)
+    if report.added:
+        rag.save(out)
+    seconds = time.perf_counter() - started
+    summary = {
+        "out": str(out), "added": report.added, "skipped": report.skipped, "num_documents": len(rag.documents),
+        "num_chunks": len(rag.chunks), "memory_tokens": report.memory_tokens,
+        "memory_entries": rag.memory.num_entries if rag.memory is not None else 0,
+        "memory_weights": rag.config.memory_weights, "timings": {**report.timings, "total": round(seconds, 3)},
+    }
+    if console.json:
+        print(json.dumps(summary, ensure_ascii=False))
+    elif report.added:
+        print(f"memorized {len(report.added)} document(s) into {out}: {len(rag.documents)} document(s), "
+              f"{len(rag.chunks)} chunks, memory of {report.memory_tokens:,} tokens in {summary['memory_entries']:,} "
+              f"entries ({seconds:.1f} s)")
+    else:
+        print(f"already memorized: {out} holds these documents with the same models; nothing to do")
+    if report.skipped and report.added:
+        console.info(f"skipped (already memorized): {', '.join(report.skipped)}")
+    if rag.config.memory_weights is None and not console.json:
+        console.info("note: the memory weights are untrained (copies of the base model's); pass --memory-weights "
+                     "for trained ones")
+    return EXIT_OK
+
+
+def cmd_ask(args, console: Console) -> int:
+    query = args.query
+    files = read_contexts(args.context, args.encoding) if args.context else []
+    from memorag.pipeline import get_mode
+
+    overrides = _overrides(args)
+    mode = get_mode(overrides.get("mode") or "memorag")
+    task = args.task or mode.default_task
+    if task not in mode.tasks:
+        raise CliInputError(f"mode {mode.name!r} does not do task {task!r}; its tasks: {', '.join(mode.tasks)}")
+    rag = _open_pipeline(args, console, files, overrides, needs_memory=mode.needs_memory)
+    streamed = []
+
+    def on_clues(clues):
+        if clues:
+            console.info("clues:\n" + "\n".join(f"  {number}. {clue}" for number, clue in enumerate(clues, 1)))
+        else:
+            console.info("clues: none usable (the query retrieves alone)")
+
+    def on_evidence(evidence):
+        console.info(f"evidence: {len(evidence)} chunks, {sum(e.num_tokens for e in evidence)} tokens")
+        for line in _describe_evidence(evidence):
+            console.info(line)
+        if not console.json:
+            console.info("answer:")
+
+    def on_text(piece):
+        streamed.append(piece)
+        if not console.json:
+            console.answer_piece(piece)
+
+    if task == "qa" and not console.json:
+        console.info("answer (from memory alone):")
+    answer = rag.ask(query, task=task, on_text=on_text, on_clues=on_clues, on_evidence=on_evidence)
+    if console.json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False))
+    else:
+        if not streamed:
+            console.answer_piece(answer.answer)
+        console.answer_piece("\n")
+        console.info(f"timings: {_format_timings(answer.timings)} (generator: {answer.generator})")
+    return EXIT_OK
+
+
+def cmd_clues(args, console: Console) -> int:
+    query = args.query
+    files = read_contexts(args.context, args.encoding) if args.context else []
+    overrides = _overrides(args)
+    rag = _open_pipeline(args, console, files, overrides, needs_memory=True)
+    started = time.perf_counter()
+    task = args.task or "memorag"
+    clues, raw = rag.clues(query, task)
+    if console.json:
+        print(json.dumps({"query": query, "task": task, "clues": clues, "raw": raw,
+                          "seconds": round(time.perf_counter() - started, 3)}, ensure_ascii=False))
+    else:
+        for clue in clues:
+            print(clue)
+        if not clues:
+            console.info("no usable clues (the memory model's replies were empty or only echoes)")
+    return EXIT_OK
+
+
+def cmd_modes(args, console: Console) -> int:
+    from memorag.pipeline import available_modes, get_mode
+
+    for name in available_modes():
+        mode = get_mode(name)
+        print(f"{name}: tasks {', '.join(mode.tasks)} (default {mode.default_task})")
+    return EXIT_OK
+
+
+COMMANDS = {"memorize": cmd_memorize, "ask": cmd_ask, "clues": cmd_clues, "modes": cmd_modes}
+
+
+# Failures that are the input's fault (exit 2); matched by class name so that reporting an
+# error never imports a heavy module.
+_USAGE_ERRORS = frozenset({"CliInputError", "ConfigError", "InputError", "UnknownModeError", "UnsupportedTaskError",
+                           "ContextTooLongError", "SaveDirectoryError"})
+
+
+def _exit_code(error: BaseException) -> int:
+    names = {cls.__name__ for cls in type(error).__mro__ if cls.__module__.startswith(("memorag", "__main__"))}
+    return EXIT_USAGE if names & _USAGE_ERRORS else EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console(getattr(args, "quiet", False), getattr(args, "json", False))
+    try:
+        if args.command in ("ask", "clues"):
+            _split_target(args)
+        return COMMANDS[args.command](args, console)
+    except KeyboardInterrupt:
+        print("memorag: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # every failure becomes one clear line (MEMORAG_DEBUG=1 for the traceback)
+        if os.environ.get("MEMORAG_DEBUG"):
+            raise
+        message = str(error) or type(error).__name__
+        print(f"memorag: error: {message}", file=sys.stderr)
+        return _exit_code(error)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

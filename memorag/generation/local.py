@@ -1,0 +1,148 @@
+"""A transformers causal LM on this machine as the generator."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import torch
+
+from .base import Generator, GeneratorError
+from .streaming import TextStream
+
+
+class _StreamerAdapter:
+    """transformers' streamer protocol (`put`/`end`) on top of `TextStream`.
+
+    `generate` first puts the prompt ids, then each new token; the prompt is skipped.
+    """
+
+    def __init__(self, stream: TextStream):
+        self.stream = stream
+        self.prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self.prompt_seen:
+            self.prompt_seen = True
+            return
+        self.stream.push(value.reshape(-1).tolist())
+
+    def end(self) -> None:
+        pass
+
+
+class LocalGenerator(Generator):
+    """Greedy (or sampled) generation with `model.generate`, through the chat template when
+    the tokenizer has one, else the plain prompt (system text first)."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        name: str = "",
+        *,
+        shared: bool = False,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+    ):
+        if tokenizer is None:
+            raise GeneratorError("a local generator needs the model's tokenizer")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", "") or model.config.model_type
+        self.shared = shared  # the weights belong to the memory model
+        self.do_sample, self.temperature, self.top_p = do_sample, temperature, top_p
+        self.repetition_penalty = repetition_penalty
+        self.context_window = getattr(model.config, "max_position_embeddings", None)
+
+    @classmethod
+    def from_memory_model(cls, memory_model, **kwargs) -> LocalGenerator:
+        """The memory model's own base model: its attention modules behave as the base's
+        when no memory is given, so the weights are shared, never copied."""
+        return cls(memory_model.base_model, memory_model.tokenizer, name=memory_model.name, shared=True, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike[str], dtype="auto", device: str | None = None,
+                        **kwargs) -> LocalGenerator:
+        """Load a causal LM: the embedded default's names, a local folder or a hub id."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from memorag.models import EMBEDDED_LM, is_embedded_lm, resolve_lm
+
+        path = resolve_lm(name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        if device is not None:
+            model.to(device)
+        model.eval()
+        name = EMBEDDED_LM if is_embedded_lm(name_or_path) else os.fspath(name_or_path)
+        return cls(model, tokenizer, name=name, **kwargs)
+
+    def _input_ids(self, prompt: str, system: str | None) -> torch.Tensor:
+        if getattr(self.tokenizer, "chat_template", None):
+            messages = [{"role": "user", "content": prompt}]
+            if system:
+                messages.insert(0, {"role": "system", "content": system})
+            encoded = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_dict=True, return_tensors="pt"
+            )
+            return encoded["input_ids"]
+        text = f"{system}\n\n{prompt}\n" if system else f"{prompt}\n"
+        return self.tokenizer(text, return_tensors="pt")["input_ids"]
+
+    def count_tokens(self, prompt: str, system: str | None = None) -> int:
+        return int(self._input_ids(prompt, system).shape[1])
+
+    def _stop_ids(self) -> list[int]:
+        stops: list[int] = []
+        for source in (self.tokenizer, getattr(self.model, "generation_config", None), self.model.config):
+            token_id = getattr(source, "eos_token_id", None) if source is not None else None
+            for value in token_id if isinstance(token_id, list | tuple) else [token_id]:
+                if value is not None and int(value) not in stops:
+                    stops.append(int(value))
+        return stops
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 256,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        from transformers import GenerationConfig
+
+        input_ids = self._input_ids(prompt, system)
+        if self.context_window and input_ids.shape[1] + max_new_tokens > self.context_window:
+            raise GeneratorError(
+                f"the prompt has {input_ids.shape[1]} tokens; with {max_new_tokens} new tokens it exceeds the "
+                f"{self.context_window}-token window of {self.name}"
+            )
+        device = next(self.model.parameters()).device
+        input_ids = input_ids.to(device)
+        stops = self._stop_ids()
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=self.do_sample,
+            temperature=self.temperature if self.do_sample else None,
+            top_p=self.top_p if self.do_sample else None,
+            repetition_penalty=self.repetition_penalty,
+            eos_token_id=stops or None,
+            pad_token_id=stops[0] if stops else None,
+        )
+        stream = TextStream(self.tokenizer, on_text)
+        output = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            generation_config=config,
+            streamer=_StreamerAdapter(stream),
+        )
+        new_ids = [int(token) for token in output[0, input_ids.shape[1] :] if int(token) not in stops]
+        stream.ids = new_ids
+        return stream.finish().strip()
+
+    def describe(self) -> dict:
+        return {**super().describe(), "shared_with_memory_model": self.shared}
