@@ -47,6 +47,7 @@ class StepContext:
     prefix: int
     mask: torch.Tensor | None = None
     implementation: str = "sdpa"
+    dtype: torch.dtype | None = None  # the cache's dtype (the base model's), so all rows agree
 
 
 def causal_end_mask(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:
@@ -229,9 +230,10 @@ class MemoryAttention(nn.Module):
         batch, rows, _ = hidden_states.shape
         shape = (batch, rows, -1, self.head_dim)
         memory_rows = memory_step.memory_rows
-        query = self._projection("q", memory_rows)(hidden_states).view(shape)  # [B, T, H, d]
-        key = self._projection("k", memory_rows)(hidden_states).view(shape)  # [B, T, H_kv, d]
-        value = self._projection("v", memory_rows)(hidden_states).view(shape).transpose(1, 2)
+        dtype = memory_step.dtype or hidden_states.dtype  # memory projections may be kept in fp32
+        query = self._projection("q", memory_rows)(hidden_states).view(shape).to(dtype)  # [B, T, H, d]
+        key = self._projection("k", memory_rows)(hidden_states).view(shape).to(dtype)  # [B, T, H_kv, d]
+        value = self._projection("v", memory_rows)(hidden_states).view(shape).transpose(1, 2).to(dtype)
         if self.qk_norms is not None:
             query = getattr(self.base_layer, self.qk_norms[0])(query)
             key = getattr(self.base_layer, self.qk_norms[1])(key)

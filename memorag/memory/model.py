@@ -84,7 +84,8 @@ class MemoryModel(nn.Module):
         """Load a base causal LM (hub id, local directory, or the embedded default) and patch it.
 
         `memory_weights` is a directory written by `save_memory_weights`; its config is
-        used unless `config` is given, in which case the two must agree.
+        used unless `config` is given (e.g. stage-2 ratios over stage-1 weights), which
+        must then have the same `memory_params` (the shapes of the weights).
         """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -96,12 +97,12 @@ class MemoryModel(nn.Module):
         path = resolve_lm(base)
         if memory_weights is not None:
             saved = read_memory_weights_config(memory_weights)
-            if config is not None and config.to_dict() != saved.to_dict():
+            if config is not None and config.memory_params != saved.memory_params:
                 raise ValueError(
-                    f"config {config.to_dict()} differs from the config saved with the memory weights in "
-                    f"{memory_weights}: {saved.to_dict()}; pass config=None to use the saved one"
+                    f"config.memory_params={config.memory_params!r} but the memory weights in {memory_weights} "
+                    f"hold {saved.memory_params!r} projections; pass config=None to use the saved config"
                 )
-            config = saved
+            config = config or saved
         load_kwargs.setdefault("dtype", "auto")
         tokenizer = AutoTokenizer.from_pretrained(path)
         base_model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
@@ -156,6 +157,11 @@ class MemoryModel(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         return self.memory_embedding.dtype
+
+    @property
+    def base_dtype(self) -> torch.dtype:
+        """The frozen model's dtype: the cache and every row's keys and values use it."""
+        return self.embed_tokens.weight.dtype
 
     def memory_attentions(self) -> Iterator[MemoryAttention]:
         for layer in self.layers:
@@ -272,7 +278,8 @@ class MemoryModel(nn.Module):
                 "use a larger ratio or a shorter prompt"
             )
         positions = torch.arange(piece.first_position, end, device=input_ids.device)[None]  # [1, n]
-        step = StepContext(cache, memory_rows=False, prefix=cache.length, implementation=self.config.attn_implementation)
+        step = StepContext(cache, memory_rows=False, prefix=cache.length, implementation=self.config.attn_implementation,
+                           dtype=self.base_dtype)
         return self._run_layers(self.embed_tokens(input_ids), positions, step)
 
     def _memory_pass(self, piece: Piece, cache: MemoryCache, batch: int, next_state: ScheduleState) -> None:
@@ -280,11 +287,11 @@ class MemoryModel(nn.Module):
         window, ratio, entries = self.config.window, piece.ratio, piece.num_entries
         offsets = memory_token_offsets(window, ratio)
         device = self.device
-        hidden = self.memory_embedding.expand(batch, len(offsets), -1)  # [B, m, D]
+        hidden = self.memory_embedding.to(self.base_dtype).expand(batch, len(offsets), -1)  # [B, m, D]
         positions = (torch.tensor(offsets, device=device) + entries)[None]  # [1, m]
         mask = memory_rows_mask(self.config.attention, window, offsets, ratio, device)
         step = StepContext(cache, memory_rows=True, prefix=entries, mask=mask,
-                           implementation=self.config.attn_implementation)
+                           implementation=self.config.attn_implementation, dtype=self.base_dtype)
         self._run_layers(hidden, positions, step)
         cache.advance(cache.state, pending=len(offsets))
         cache.compact(next_state, offsets)

@@ -45,3 +45,17 @@ def test_memory_changes_what_later_windows_read():
         with_memory = model(ids, return_logits=True).logits[:, 32:]
         window_alone = model.base_model(ids[:, 32:]).logits
     assert (with_memory - window_alone).abs().max() > 1e-3
+
+
+def test_fp32_memory_parameters_beside_a_bf16_base():
+    """Mixed precision (fp32 memory weights, bf16 frozen base) reads and generates."""
+    model = tiny_memory_model("llama")
+    model.base_model.to(torch.bfloat16)
+    assert model.dtype == torch.float32 and model.base_dtype == torch.bfloat16
+    ids = random_ids(50)
+    with torch.no_grad():
+        logits = model(ids, return_logits=True).logits
+    assert torch.isfinite(logits).all()
+    memory = model.memorize(ids[0].tolist())
+    assert memory.keys[0].dtype == torch.bfloat16
+    assert len(model.generate_ids([3, 4], memory=memory, max_new_tokens=3)) <= 3

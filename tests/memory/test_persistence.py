@@ -128,6 +128,9 @@ def test_from_pretrained_local_directory_with_memory_weights(tmp_path):
     assert loaded.generate(prompt, memory=memory, max_new_tokens=8) == trained.generate(
         prompt, memory=memory, max_new_tokens=8
     )
-    with pytest.raises(ValueError, match="differs from the config saved"):
+    other_ratio = MemoryModel.from_pretrained(str(tmp_path / "base"), memory_weights=tmp_path / "w",
+                                              config=MemoryConfig(window=16, ratios=[4]))
+    assert other_ratio.config.ratios == [4] and other_ratio.memory_weights_hash() == loaded.memory_weights_hash()
+    with pytest.raises(ValueError, match="memory_params"):
         MemoryModel.from_pretrained(str(tmp_path / "base"), memory_weights=tmp_path / "w",
-                                    config=MemoryConfig(window=16, ratios=[4]))
+                                    config=MemoryConfig(window=16, ratios=[2], memory_params="qkvo"))

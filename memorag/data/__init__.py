@@ -1,0 +1,22 @@
+"""Training data: pretraining streams (packing), clue-SFT samples, collators, the clue-data builder."""
+
+from .collate import collate_samples, collate_sequences, rank_slice
+from .packing import PackedBatches, PackingSpec
+from .sft import SFTBatches, SFTSample, SFTSpec, TokenizedSample, read_sft_jsonl, render_sample
+from .sources import expand_files, read_blocks
+
+__all__ = [
+    "PackedBatches",
+    "PackingSpec",
+    "SFTBatches",
+    "SFTSample",
+    "SFTSpec",
+    "TokenizedSample",
+    "collate_samples",
+    "collate_sequences",
+    "expand_files",
+    "rank_slice",
+    "read_blocks",
+    "read_sft_jsonl",
+    "render_sample",
+]

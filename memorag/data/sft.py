@@ -1,0 +1,256 @@
+"""Clue-SFT samples (stage 2): the JSONL format, chat rendering, and length-bucketed batches.
+
+Format: one JSON object per line,
+
+    {"context": "<the long text>",
+     "instruction": "<the task instruction or query>",
+     "target": "<what the model should write: clues, surrogate queries, key points or an answer>",
+     "system": "<optional system prompt for this sample>",
+     "id": "<optional>", "task": "<optional, e.g. clues>"}
+
+`context`, `instruction` and `target` are required non-empty strings; `system` is
+optional; other keys (ids, task names, metadata) are ignored.
+
+Rendering uses the base model's chat template, the same layout the memory model
+uses at inference (`memorag.memory.chat.PromptLayout`): the user turn is the
+context, a blank line, then the instruction; the assistant turn is the target. A
+tokenizer without a chat template gets the plain layout: context, blank line,
+instruction, a line break, the target and EOS. Labels are -100 on every token but
+the target's (for chat templates, the target's tokens through the end-of-turn
+marker), so the loss is on the target only.
+
+`SFTBatches` reads the samples lazily in a seeded order per epoch and groups them
+by window count (ceil(length / window)), so a batch holds samples of equal window
+count, right-padded to the longest (pads are labelled -100).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memorag.memory.chat import PromptLayout
+
+from .sources import expand_files
+
+REQUIRED_FIELDS = ("context", "instruction", "target")
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class SFTSample:
+    context: str
+    instruction: str
+    target: str
+    system: str | None = None
+
+    @classmethod
+    def from_record(cls, record: Any, where: str = "record") -> SFTSample:
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: an SFT sample must be a JSON object, got {type(record).__name__}")
+        for name in REQUIRED_FIELDS:
+            value = record.get(name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{where}: field {name!r} must be a non-empty string (fields: {', '.join(REQUIRED_FIELDS)})")
+        system = record.get("system")
+        if system is not None and not isinstance(system, str):
+            raise ValueError(f"{where}: field 'system' must be a string when given")
+        return cls(record["context"], record["instruction"], record["target"], system)
+
+
+@dataclass(frozen=True)
+class TokenizedSample:
+    input_ids: list[int]
+    labels: list[int]  # -100 except on target tokens
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def render_sample(tokenizer, sample: SFTSample, system: str | None = None) -> TokenizedSample:
+    """Token ids and labels of one sample, with loss on the target tokens only."""
+    system = sample.system if sample.system is not None else system
+    layout = PromptLayout.for_tokenizer(tokenizer, system=system)
+    prompt = layout.prefix + sample.context + layout.joiner + sample.instruction + layout.suffix
+    if layout.chat:
+        messages = [{"role": "user", "content": f"{sample.context}\n\n{sample.instruction}"},
+                    {"role": "assistant", "content": sample.target}]
+        if system is not None:
+            messages.insert(0, {"role": "system", "content": system})
+        full = tokenizer.apply_chat_template(messages, tokenize=False)
+        if not full.startswith(prompt):
+            raise ValueError("the chat template renders the user turn differently with and without the assistant "
+                             "turn; the target cannot be separated from the prompt")
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        target_ids = tokenizer(full[len(prompt) :], add_special_tokens=False)["input_ids"]
+    else:
+        prompt_ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        target_ids = tokenizer(sample.target, add_special_tokens=False)["input_ids"]
+        if tokenizer.eos_token_id is not None:
+            target_ids = [*target_ids, tokenizer.eos_token_id]
+    if not target_ids:
+        raise ValueError("the target renders to no tokens")
+    return TokenizedSample(prompt_ids + target_ids, [IGNORE_INDEX] * len(prompt_ids) + list(target_ids))
+
+
+def read_sft_jsonl(path: str | Path) -> list[SFTSample]:
+    """Every sample of a JSONL file, checked (for small files and tools; training reads lazily)."""
+    samples = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                samples.append(SFTSample.from_record(_parse(line, f"{path}:{number}"), f"{path}:{number}"))
+    return samples
+
+
+def _parse(line: str | bytes, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: not valid JSON ({error})") from error
+
+
+@dataclass(frozen=True)
+class SFTSpec:
+    window: int
+    sequences_per_batch: int = 1
+    max_length: int = 1 << 30
+    seed: int = 0
+    max_epochs: int | None = None  # None: cycle forever
+
+
+class SFTBatches:
+    """Global micro-batches of `TokenizedSample`s with equal window counts; resumable.
+
+    Samples are visited in a seeded permutation per epoch; each goes to the bucket of
+    its window count and a bucket is emitted when it holds `sequences_per_batch`
+    samples. Buckets still incomplete at the end of an epoch are dropped (with batch
+    size 1 nothing is). Samples longer than `max_length`, or rejected by `fits`, are
+    skipped and counted.
+    """
+
+    def __init__(
+        self,
+        files: Sequence[str | Path],
+        render: Callable[[SFTSample], TokenizedSample],
+        spec: SFTSpec,
+        fits: Callable[[int], bool] | None = None,
+    ) -> None:
+        if not files:
+            raise ValueError("no SFT data: set data.files to JSONL files of samples")
+        self.files = expand_files(files)
+        if any(path.suffix != ".jsonl" for path in self.files):
+            raise ValueError("SFT data must be .jsonl files (see memorag.data.sft)")
+        self.render = render
+        self.spec = spec
+        self.fits = fits or (lambda _length: True)
+        self.index = self._build_index()
+        if not self.index:
+            raise ValueError(f"no samples in {[str(p) for p in self.files]}")
+        self.epoch = 0
+        self.cursor = 0
+        self.pending: dict[int, list[int]] = {}
+        self.batch_index = 0
+        self.skipped = 0
+        self._tokenized: dict[int, TokenizedSample] = {}
+        self._order: tuple[int, list[int]] | None = None
+
+    def _build_index(self) -> list[tuple[int, int]]:
+        """(file number, byte offset) of every non-empty line: the samples, in file order."""
+        index = []
+        for number, path in enumerate(self.files):
+            with open(path, "rb") as handle:
+                offset = 0
+                for line in handle:
+                    if line.strip():
+                        index.append((number, offset))
+                    offset += len(line)
+        return index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def order(self, epoch: int) -> list[int]:
+        """The visiting order of epoch `epoch` (cached for the current epoch)."""
+        if self._order is None or self._order[0] != epoch:
+            order = list(range(len(self.index)))
+            random.Random(f"{self.spec.seed}:samples:{epoch}").shuffle(order)
+            self._order = (epoch, order)
+        return self._order[1]
+
+    def sample(self, position: int) -> SFTSample:
+        number, offset = self.index[position]
+        path = self.files[number]
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            line = handle.readline()
+        where = f"{path} (byte {offset})"
+        return SFTSample.from_record(_parse(line, where), where)
+
+    def tokenized(self, position: int) -> TokenizedSample:
+        if position not in self._tokenized:
+            self._tokenized[position] = self.render(self.sample(position))
+        return self._tokenized[position]
+
+    def __iter__(self) -> SFTBatches:
+        return self
+
+    def __next__(self) -> list[TokenizedSample]:
+        while True:
+            if self.cursor >= len(self.index):
+                if self.spec.max_epochs is not None and self.epoch + 1 >= self.spec.max_epochs:
+                    raise StopIteration
+                self.epoch += 1
+                self.cursor = 0
+                self.pending = {}
+                self._tokenized = {}
+            position = self.order(self.epoch)[self.cursor]
+            self.cursor += 1
+            sample = self.tokenized(position)
+            if len(sample) > self.spec.max_length or not self.fits(len(sample)):
+                self.skipped += 1
+                del self._tokenized[position]
+                continue
+            windows = -(-len(sample) // self.spec.window)
+            bucket = self.pending.setdefault(windows, [])
+            bucket.append(position)
+            if len(bucket) == self.spec.sequences_per_batch:
+                del self.pending[windows]
+                batch = [self.tokenized(p) for p in bucket]
+                for p in bucket:
+                    del self._tokenized[p]
+                self.batch_index += 1
+                return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "cursor": self.cursor,
+            "pending": {str(windows): list(positions) for windows, positions in self.pending.items()},
+            "batch_index": self.batch_index,
+            "skipped": self.skipped,
+            "num_samples": len(self.index),
+            "files": [str(path) for path in self.files],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if int(state["num_samples"]) != len(self.index):
+            raise ValueError(f"the saved data position is for {state['num_samples']} samples, this data has "
+                             f"{len(self.index)}; resume with the same data.files")
+        self.epoch = int(state["epoch"])
+        self.cursor = int(state["cursor"])
+        self.pending = {int(w): [int(p) for p in positions] for w, positions in state["pending"].items()}
+        self.batch_index = int(state["batch_index"])
+        self.skipped = int(state["skipped"])
+        self._tokenized = {}
+
+    def count_batches(self) -> int:
+        """Micro-batches until the end of the last epoch (renders every sample once; needs max_epochs)."""
+        if self.spec.max_epochs is None:
+            raise ValueError("counting batches needs a finite number of epochs")
+        fresh = SFTBatches(self.files, self.render, self.spec, self.fits)
+        return sum(1 for _ in fresh)

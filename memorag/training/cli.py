@@ -1,0 +1,81 @@
+"""What the scripts in train/ run: parse `--config FILE key=value ...`, then train or evaluate."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from memorag.config import ConfigError, config_from_argv
+
+from .config import TrainConfig
+
+
+def _config(argv: Sequence[str] | None, stage: str | None) -> TrainConfig:
+    cfg = config_from_argv(TrainConfig, argv)
+    if stage is not None and cfg.stage != stage:
+        other = "train/sft.py" if cfg.stage == "sft" else "train/pretrain.py"
+        raise ConfigError(f"this config is for stage {cfg.stage!r}; run it with {other} (or set stage={stage})")
+    return cfg
+
+
+def train_main(stage: str, argv: Sequence[str] | None = None) -> int:
+    """Train one stage; prints the run summary as JSON. Returns the exit status."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = _config(argv, stage)
+        from .trainer import Trainer
+
+        trainer = Trainer(cfg)
+        summary = trainer.train()
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if trainer.accelerator.is_main_process:
+        print(json.dumps(summary), flush=True)
+    return 0
+
+
+def evaluate_main(argv: Sequence[str] | None = None) -> int:
+    """Held-out evaluation of `model.memory_weights` (or the untrained memory) under a training config."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = list(sys.argv[1:] if argv is None else argv)
+    out = None
+    if "--out" in args:
+        index = args.index("--out")
+        if index + 1 >= len(args):
+            print("error: --out needs a file path", file=sys.stderr)
+            return 2
+        out = args[index + 1]
+        del args[index : index + 2]
+    if any(a in ("-h", "--help") for a in args):
+        print("usage: python train/evaluate.py --config FILE [--out RESULT.json] [key=value ...]\n"
+              "Scores eval.files under eval.* with model.memory_weights (a checkpoint folder, or null for the\n"
+              "untrained memory). The TrainConfig keys follow.\n")
+    try:
+        cfg = config_from_argv(TrainConfig, args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    import contextlib
+
+    import torch
+
+    from .build import build_model
+    from .evaluate import evaluate_heldout, heldout_sequences
+    from .trainer import use_bf16
+
+    bf16 = use_bf16(cfg.precision)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = build_model(cfg.model, cfg.memory, bf16=bf16, device=device if device == "cuda" else None)
+    sequences = heldout_sequences(cfg, model.tokenizer)
+    autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    ev = cfg.eval
+    report = evaluate_heldout(model, sequences, ev.ratios, ev.score_windows, ev.baselines, autocast=autocast,
+                              other_text=ev.other_text_control)
+    print(report.table())
+    if out:
+        report.save(out)
+        print(f"wrote {out}")
+    return 0

@@ -1,0 +1,271 @@
+"""Held-out evidence that the memory learns: perplexity of later windows given the memory.
+
+Each held-out sequence is split into windows of `memory.window` tokens. The scored
+tokens are the predictions inside the last `score_windows` windows: in a window
+spanning tokens [s, e), the tokens s+1 .. e-1 predicted from s .. e-2. Every
+condition scores exactly the same tokens:
+
+- `memory r=R`: the memory model reads the earlier windows at ratio R (their raw
+  tokens are dropped, only R-times fewer memory entries are kept) and then the
+  scored window; the lower, the more the memory carries.
+- `no memory`: the frozen base model on the scored window alone (the floor the
+  memory must beat).
+- `full context`: the frozen base model over the whole sequence, when it fits in the
+  model's positions (the ceiling: nothing compressed).
+- `memory r=R, other text` (optional control): the same scored windows after a memory
+  of the earlier windows of *another* held-out sequence. A memory that carries content
+  helps less here; a gain that survives it is a generic prefix effect.
+
+`evaluate_heldout` returns an `EvalReport` (a table and JSON); the trainer runs it
+every `eval.every_steps` steps, and `train/evaluate.py` runs it on a checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from memorag.io import atomic_write_text
+from memorag.memory import MemoryModel
+from memorag.memory.schedule import positions_needed
+
+logger = logging.getLogger(__name__)
+NO_MEMORY = "no memory"
+FULL_CONTEXT = "full context"
+
+
+def memory_condition(ratio: int) -> str:
+    return f"memory r={ratio}"
+
+
+def other_text_condition(ratio: int) -> str:
+    return f"memory r={ratio}, other text"
+
+
+@dataclass
+class ConditionScore:
+    nll_sum: float = 0.0
+    tokens: int = 0
+    note: str = ""  # why a condition was not scored (e.g. the context does not fit)
+
+    @property
+    def mean_nll(self) -> float:
+        return self.nll_sum / self.tokens if self.tokens else math.nan
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.mean_nll) if self.tokens else math.nan
+
+
+@dataclass
+class EvalReport:
+    scores: dict[str, ConditionScore] = field(default_factory=dict)
+    num_sequences: int = 0
+    seq_length: int = 0
+    window: int = 0
+    score_windows: int = 1
+    step: int | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "step": self.step,
+            "num_sequences": self.num_sequences,
+            "seq_length": self.seq_length,
+            "window": self.window,
+            "score_windows": self.score_windows,
+            "conditions": {
+                name: {"perplexity": _round(score.perplexity), "mean_nll": _round(score.mean_nll),
+                       "tokens": score.tokens, **({"note": score.note} if score.note else {})}
+                for name, score in self.scores.items()
+            },
+        }
+
+    def table(self) -> str:
+        header = (f"held-out perplexity of the last {self.score_windows} window(s) of {self.window} tokens, "
+                  f"{self.num_sequences} sequence(s) of {self.seq_length} tokens"
+                  + (f", step {self.step}" if self.step is not None else ""))
+        lines = [header, "", "| condition | scored tokens | mean NLL | perplexity |", "|---|---:|---:|---:|"]
+        for name, score in self.scores.items():
+            if score.tokens:
+                lines.append(f"| {name} | {score.tokens} | {score.mean_nll:.4f} | {score.perplexity:.3f} |")
+            else:
+                lines.append(f"| {name} | 0 | n/a | n/a ({score.note}) |")
+        return "\n".join(lines)
+
+    def save(self, path: str | Path) -> Path:
+        return atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def heldout_sequences(cfg, tokenizer) -> list[list[int]]:
+    """The first `eval.num_sequences` sequences of `eval.seq_length` tokens of `eval.files` (a `TrainConfig`)."""
+    from memorag.data import PackedBatches, PackingSpec
+
+    ev, data = cfg.eval, cfg.data
+    if not ev.files:
+        raise ValueError("eval.files is empty: name the held-out text files")
+    spec = PackingSpec(min_length=ev.seq_length, max_length=ev.seq_length, seed=cfg.seed, shuffle_files=False,
+                       add_bos=data.add_bos, add_eos=data.add_eos, read_chars=data.read_chars, max_epochs=1)
+    tokenize = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
+    stream = PackedBatches(ev.files, tokenize, spec, tokenizer.bos_token_id, tokenizer.eos_token_id)
+    sequences = [batch[0] for _, batch in zip(range(ev.num_sequences), stream)]
+    if not sequences:
+        raise ValueError(f"eval.files hold fewer than {ev.seq_length} tokens: no held-out sequence")
+    if len(sequences) < ev.num_sequences:
+        logger.warning("eval.files give %d held-out sequences, not %d", len(sequences), ev.num_sequences)
+    return sequences
+
+
+def _round(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 6)
+
+
+def scored_spans(length: int, window: int, score_windows: int) -> list[tuple[int, int]]:
+    """[start, end) of the last `score_windows` windows of a sequence of `length` tokens."""
+    spans = [(start, min(start + window, length)) for start in range(0, length, window)]
+    return spans[-score_windows:]
+
+
+def _nll(logits: torch.Tensor, targets: torch.Tensor) -> tuple[float, int]:
+    """Summed next-token NLL of `logits` [n, V] against `targets` [n]."""
+    loss = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
+    return float(loss), int(targets.numel())
+
+
+def _memory_nll(model: MemoryModel, ids: torch.Tensor, ratio: int, spans: list[tuple[int, int]]) -> tuple[float, int]:
+    """Read `ids` [1, N] window by window at `ratio`, scoring the spans."""
+    window, length = model.config.window, ids.shape[1]
+    cache = model.new_cache(reserve=positions_needed(length, window, ratio))
+    ratio_of = lambda _index: ratio
+    scored = dict(spans)
+    nll, count = 0.0, 0
+    for start in range(0, length, window):
+        end = min(start + window, length)
+        hidden = model.feed(ids[:, start:end], cache, ratio_of, keep_hidden=start in scored, compact_at_end=end < length)
+        if start in scored:
+            logits = model.lm_head(model.final_norm(torch.cat(hidden, 1)))[0, :-1]  # [n - 1, V]
+            piece = _nll(logits, ids[0, start + 1 : end])
+            nll, count = nll + piece[0], count + piece[1]
+    return nll, count
+
+
+def _base_nll(model: MemoryModel, ids: torch.Tensor, spans: list[tuple[int, int]], full: bool) -> tuple[float, int]:
+    """The frozen base model: each span alone (`full=False`) or the whole sequence once (`full=True`)."""
+    base = model.base_model  # the patched attention runs the base attention when no memory step is given
+    nll, count = 0.0, 0
+    if full:
+        keep = torch.cat([torch.arange(start, end - 1) for start, end in spans]).to(ids.device)
+        logits = base(input_ids=ids, logits_to_keep=keep, use_cache=False).logits[0]  # [n, V]
+        return _nll(logits, ids[0, keep + 1])
+    for start, end in spans:
+        logits = base(input_ids=ids[:, start:end], use_cache=False).logits[0, :-1]
+        piece = _nll(logits, ids[0, start + 1 : end])
+        nll, count = nll + piece[0], count + piece[1]
+    return nll, count
+
+
+def _score_sequence(model, ids, ratios, spans, baselines: bool, report: EvalReport) -> dict[str, tuple[float, int]]:
+    results: dict[str, tuple[float, int]] = {}
+    if baselines:
+        results[NO_MEMORY] = _base_nll(model, ids, spans, full=False)
+        if not report.scores[FULL_CONTEXT].note:
+            results[FULL_CONTEXT] = _base_nll(model, ids, spans, full=True)
+    for ratio in ratios:
+        name = memory_condition(ratio)
+        if not report.scores[name].note:
+            results[name] = _memory_nll(model, ids, ratio, spans)
+    return results
+
+
+@contextlib.contextmanager
+def memory_in_base_dtype(model: MemoryModel):
+    """Run with the memory parameters in the base weights' dtype, as inference loads them.
+
+    Training keeps fp32 memory parameters beside a bf16 base (mixed precision); scoring
+    casts them to bf16 for its duration, so every row of the cache has one dtype.
+    """
+    base_dtype = model.embed_tokens.weight.dtype
+    params = list(model.memory_parameters().values())
+    kept = [p.data for p in params]
+    if all(data.dtype == base_dtype for data in kept):
+        yield
+        return
+    try:
+        for param in params:
+            param.data = param.data.to(base_dtype)
+        yield
+    finally:
+        for param, data in zip(params, kept):
+            param.data = data
+
+
+@torch.no_grad()
+def evaluate_heldout(
+    model: MemoryModel,
+    sequences: Sequence[Sequence[int]],
+    ratios: Sequence[int] = (2, 4, 8, 16, 32),
+    score_windows: int = 1,
+    baselines: bool = True,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    weights: Sequence[int] | None = None,
+    other_text: bool = False,
+) -> EvalReport:
+    """Score the held-out `sequences` under every condition (see the module docstring).
+
+    `weights[i]` = 0 runs sequence i without counting it (keeps distributed ranks in step).
+    `other_text` adds the control conditions (needs two sequences or more).
+    """
+    if not sequences:
+        raise ValueError("no held-out sequences to evaluate")
+    window = model.config.window
+    length = len(sequences[0])
+    if any(len(sequence) != length for sequence in sequences):
+        raise ValueError("held-out sequences must have one length")
+    if length <= window:
+        raise ValueError(f"held-out sequences of {length} tokens have no window before the scored one "
+                         f"(window {window}); use longer sequences")
+    spans = scored_spans(length, window, score_windows)
+    controls = [other_text_condition(r) for r in ratios] if other_text else []
+    names = ([NO_MEMORY] if baselines else []) + [memory_condition(r) for r in ratios] + controls
+    names += [FULL_CONTEXT] if baselines else []
+    report = EvalReport({name: ConditionScore() for name in names}, len(sequences), length, window, score_windows)
+    for name in controls:
+        if len(sequences) < 2:
+            report.scores[name].note = "needs two held-out sequences"
+    for ratio in ratios:
+        if window % ratio:
+            report.scores[memory_condition(ratio)].note = f"ratio {ratio} does not divide the window {window}"
+        elif positions_needed(length, window, ratio) > model.max_positions:
+            report.scores[memory_condition(ratio)].note = "beyond the model's positions at this ratio"
+        if other_text and report.scores[memory_condition(ratio)].note:
+            report.scores[other_text_condition(ratio)].note = report.scores[memory_condition(ratio)].note
+    if baselines and length > model.max_positions:
+        report.scores[FULL_CONTEXT].note = f"longer than the model's {model.max_positions} positions"
+    was_training = model.training
+    model.eval()
+    try:
+        with memory_in_base_dtype(model):
+            for index, sequence in enumerate(sequences):
+                ids = torch.tensor([list(sequence)], dtype=torch.long, device=model.device)
+                with autocast():
+                    results = _score_sequence(model, ids, ratios, spans, baselines, report)
+                    for ratio in ratios if controls else ():
+                        name = other_text_condition(ratio)
+                        if not report.scores[name].note:
+                            other = list(sequences[(index + 1) % len(sequences)])
+                            start = spans[0][0]  # a window boundary: the scored windows stay whole
+                            spliced = torch.tensor([other[:start] + list(sequence)[start:]], device=model.device)
+                            results[name] = _memory_nll(model, spliced, ratio, spans)
+                if weights is None or weights[index] > 0:
+                    for name, (nll, count) in results.items():
+                        report.scores[name].nll_sum += nll
+                        report.scores[name].tokens += count
+    finally:
+        model.train(was_training)
+    return report

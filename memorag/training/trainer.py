@@ -1,0 +1,441 @@
+"""The training loop of both stages: memory parameters only, Accelerate for devices and backends.
+
+    trainer = Trainer(load_config(TrainConfig, "configs/debug.yaml"))
+    summary = trainer.train()
+
+One optimizer step = `optim.grad_accumulation` micro-batches. A micro-batch is this
+process's share of a global micro-batch from the data stream (equal-length packed
+sequences for pretraining, equal-window-count samples for SFT). Each forward gets a
+`ratio_seed` derived from (seed, step, micro-batch, process), so every window's ratio
+is drawn from `memory.ratios` reproducibly. The loss of a step is token-weighted
+over its micro-batches. Precision: bf16 autocast on GPUs that support it (frozen base
+weights in bf16, memory parameters in fp32), fp32 elsewhere.
+
+Exact resume: a checkpoint holds the memory weights, optimizer and scheduler state,
+every process's RNG states, the step and the data position; training resumed from
+it produces the same losses as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from memorag.config import config_to_dict, save_config
+from memorag.data import (
+    PackedBatches,
+    PackingSpec,
+    SFTBatches,
+    SFTSpec,
+    collate_samples,
+    collate_sequences,
+    rank_slice,
+    render_sample,
+)
+from memorag.io import atomic_write_text
+from memorag.memory.checkpoint import load_memory_weights
+from memorag.memory.schedule import positions_needed
+
+from . import checkpoint as ckpt
+from .build import build_model
+from .config import TrainConfig
+from .distributed import (
+    configure_deepspeed,
+    configure_fsdp,
+    full_memory_parameters,
+    load_optimizer,
+    save_optimizer,
+)
+from .evaluate import ConditionScore, EvalReport, evaluate_heldout, heldout_sequences
+from .monitor import RunLogger
+from .schedules import lr_factor, ratio_counts, ratio_seed
+
+logger = logging.getLogger(__name__)
+FINAL_DIR = "final"
+
+
+def use_bf16(precision: str) -> bool:
+    if precision == "bf16":
+        return True
+    if precision == "fp32":
+        return False
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+class Trainer:
+    """Set up from a `TrainConfig` (model, optimizer, data, resume), then `train()`."""
+
+    def __init__(self, cfg: TrainConfig, accelerator=None) -> None:
+        from accelerate import Accelerator
+        from accelerate.utils import DistributedDataParallelKwargs, set_seed
+
+        self.cfg = cfg
+        self.output_dir = Path(cfg.checkpoint.output_dir)
+        self.bf16 = use_bf16(cfg.precision)
+        self.accelerator = accelerator or Accelerator(
+            mixed_precision="bf16" if self.bf16 else "no",
+            gradient_accumulation_steps=cfg.optim.grad_accumulation,
+            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+        )
+        acc = self.accelerator
+        self.rank, self.world = acc.process_index, acc.num_processes
+        set_seed(cfg.seed)
+        self.resume_dir = ckpt.find_resume(self.output_dir, cfg.checkpoint.resume)
+        if acc.is_main_process:
+            ckpt.remove_partials(self.output_dir)
+        acc.wait_for_everyone()
+
+        model = build_model(cfg.model, cfg.memory, bf16=self.bf16)
+        if self.resume_dir is not None:
+            load_memory_weights(model, self.resume_dir)
+        model.gradient_checkpointing = cfg.model.gradient_checkpointing
+        self.tokenizer = model.tokenizer
+        if self.tokenizer is None:
+            raise ValueError("training needs a tokenizer; the base model has none")
+        self.max_positions = model.max_positions
+        named = model.memory_parameters()
+        decay = [p for p in named.values() if p.dim() >= 2]
+        no_decay = [p for p in named.values() if p.dim() < 2]
+        optim = cfg.optim
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
+        )
+        self.data = self._build_data()
+        self.total_steps = optim.max_steps or self._count_steps()
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda step: lr_factor(step, self.total_steps, optim.warmup_steps, optim.schedule, optim.min_lr_ratio),
+        )
+        configure_deepspeed(acc, cfg.data.batch_size, optim.grad_accumulation, optim.grad_clip)
+        configure_fsdp(acc, model)
+        self.model, self.optimizer = acc.prepare(model, optimizer)
+        self.eval_sequences = self._eval_sequences()
+
+        self.step = 0
+        self.tokens_seen = 0
+        self.elapsed = 0.0
+        if self.resume_dir is not None:
+            self._restore(self.resume_dir)
+        self.log = RunLogger(
+            self.output_dir, acc.is_main_process, resume_step=self.step if self.resume_dir is not None else None,
+            wandb_settings=({"project": cfg.logging.project, "name": cfg.logging.run_name, "mode": cfg.logging.wandb_mode}
+                            if cfg.logging.wandb else None),
+            config=config_to_dict(cfg),
+        )
+        self._stop_signal: str | None = None
+
+    # -- setup ------------------------------------------------------------------------------
+    @property
+    def unwrapped(self):
+        return self.accelerator.unwrap_model(self.model)
+
+    def _fits(self, length: int) -> bool:
+        return positions_needed(length, self.cfg.memory.window, min(self.cfg.memory.ratios)) <= self.max_positions
+
+    def _build_data(self):
+        cfg, data = self.cfg, self.cfg.data
+        epochs = None if cfg.optim.max_steps else cfg.optim.epochs
+        per_batch = data.batch_size * self.world
+        if cfg.stage == "sft":
+            spec = SFTSpec(window=cfg.memory.window, sequences_per_batch=per_batch, max_length=data.max_length,
+                           seed=cfg.seed, max_epochs=epochs)
+            render = lambda sample: render_sample(self.tokenizer, sample, system=data.system_prompt)
+            return SFTBatches(data.files, render, spec, fits=self._fits)
+        if not self._fits(data.max_length):
+            raise ValueError(
+                f"data.max_length={data.max_length} is beyond the model's reach at ratio {min(cfg.memory.ratios)} "
+                f"({self.max_positions} positions, window {cfg.memory.window}); shorten the sequences"
+            )
+        spec = PackingSpec(
+            min_length=data.min_length, max_length=data.max_length, sequences_per_batch=per_batch,
+            length_multiple=data.length_multiple, seed=cfg.seed, shuffle_files=data.shuffle_files,
+            add_bos=data.add_bos, add_eos=data.add_eos, text_field=data.text_field, read_chars=data.read_chars,
+            max_epochs=epochs,
+        )
+        hf = (data.hf_dataset, data.hf_config, data.hf_split) if data.hf_dataset else None
+        return PackedBatches(data.files, self._tokenize, spec, self.tokenizer.bos_token_id,
+                             self.tokenizer.eos_token_id, hf_dataset=hf)
+
+    def _tokenize(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _count_steps(self) -> int:
+        """Optimizer steps in `optim.epochs` passes over the data: counted once, then cached in output_dir."""
+        acc = self.accelerator
+        cache = self.output_dir / "data_count.json"
+        key = self._data_key()
+        if acc.is_main_process:
+            known = json.loads(cache.read_text()) if cache.is_file() else {}
+            if known.get("key") != key:
+                logger.info("counting the micro-batches of %d epoch(s) (reads the data once)", self.cfg.optim.epochs)
+                known = {"key": key, "micro_batches": self.data.count_batches()}
+                atomic_write_text(cache, json.dumps(known, indent=1) + "\n")
+        acc.wait_for_everyone()
+        micro_batches = int(json.loads(cache.read_text())["micro_batches"])
+        steps = micro_batches // self.cfg.optim.grad_accumulation
+        if steps < 1:
+            raise ValueError(f"the data gives {micro_batches} micro-batches: not one optimizer step")
+        logger.info("%d epoch(s) of data = %d optimizer steps", self.cfg.optim.epochs, steps)
+        return steps
+
+    def _data_key(self) -> str:
+        """What the count depends on: the files (names, sizes, times), the data settings, the tokenizer."""
+        files = [(str(p), p.stat().st_size, int(p.stat().st_mtime)) for p in getattr(self.data, "files", [])]
+        described = {"files": files, "data": config_to_dict(self.cfg.data), "window": self.cfg.memory.window,
+                     "ratios": self.cfg.memory.ratios, "seed": self.cfg.seed, "epochs": self.cfg.optim.epochs,
+                     "world": self.world, "stage": self.cfg.stage, "vocab": len(self.tokenizer),
+                     "tokenizer": getattr(self.tokenizer, "name_or_path", "")}
+        return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _eval_sequences(self) -> list[list[int]]:
+        return heldout_sequences(self.cfg, self.tokenizer) if self.cfg.eval.files else []
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _next_micro_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+        batches = []
+        for _ in range(self.cfg.optim.grad_accumulation):
+            try:
+                global_batch = next(self.data)
+            except StopIteration:
+                return None
+            share = rank_slice(global_batch, self.rank, self.cfg.data.batch_size)
+            if self.cfg.stage == "sft":
+                pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+                batches.append(collate_samples(share, pad))
+            else:
+                batches.append(collate_sequences(share))
+        return batches
+
+    def _train_step(self, batches) -> dict[str, Any]:
+        acc, cfg = self.accelerator, self.cfg
+        accumulation = len(batches)
+        total_tokens = sum(int((labels[:, 1:] != -100).sum()) for _, labels in batches)
+        loss_sum, ratios = 0.0, Counter()
+        lr = self.scheduler.get_last_lr()[0]
+        for index, (input_ids, labels) in enumerate(batches):
+            seed = ratio_seed(cfg.seed, self.step, index, self.rank)
+            sync = contextlib.nullcontext() if index == accumulation - 1 else acc.no_sync(self.model)
+            with sync:
+                with acc.autocast():
+                    output = self.model(input_ids.to(acc.device), labels=labels.to(acc.device), ratio_seed=seed)
+                weight = output.num_loss_tokens * accumulation / max(total_tokens, 1)
+                acc.backward(output.loss * weight)
+            loss_sum += float(output.loss.detach()) * output.num_loss_tokens
+            ratios += ratio_counts(input_ids.shape[1], cfg.memory.window, cfg.memory.ratios, cfg.memory.ratio_mix, seed)
+        clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
+        grad_norm = acc.clip_grad_norm_(self.model.parameters(), clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"loss_sum": loss_sum, "tokens": total_tokens, "lr": lr, "ratios": ratios,
+                "grad_norm": float(grad_norm) if grad_norm is not None else math.nan,
+                "raw_tokens": sum(int(ids.numel()) for ids, _ in batches)}
+
+    def train(self) -> dict[str, Any]:
+        """Run to `total_steps` (or `optim.stop_at_step`, a stop signal, or the end of the data)."""
+        acc, cfg = self.accelerator, self.cfg
+        from tqdm.auto import tqdm
+
+        self._install_signal_handlers()
+        if acc.is_main_process:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, self.output_dir / ckpt.TRAIN_CONFIG)
+        if cfg.eval.at_start and self.step == 0 and self.eval_sequences:
+            self.evaluate()
+        bar = tqdm(total=self.total_steps, initial=self.step, desc=cfg.stage, unit="step",
+                   disable=not (acc.is_main_process and cfg.logging.progress_bar))
+        interval = _Interval()
+        reason = "finished"
+        saved_at = self.step if self.resume_dir is not None else None
+        started = time.perf_counter() - self.elapsed
+        while self.step < self.total_steps:
+            tick = time.perf_counter()
+            batches = self._next_micro_batches()
+            if batches is None:
+                reason = "data exhausted"
+                break
+            result = self._train_step(batches)
+            self.step += 1
+            self.tokens_seen += result["raw_tokens"] * self.world
+            self.elapsed = time.perf_counter() - started
+            interval.add(result, time.perf_counter() - tick)
+            bar.update(1)
+            if self.step % cfg.logging.every_steps == 0 or self.step == self.total_steps:
+                record = interval.record(self.step, self.world, acc)
+                bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}")
+                self.log.log(record)
+                interval = _Interval()
+            if cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0 and self.eval_sequences:
+                self.evaluate()
+            stop = self._stop_requested()
+            at_limit = cfg.optim.stop_at_step is not None and self.step >= cfg.optim.stop_at_step
+            if stop or at_limit or self.step % cfg.checkpoint.every_steps == 0 or self.step == self.total_steps:
+                self.save_checkpoint()
+                saved_at = self.step
+            if stop or at_limit:
+                reason = f"stopped ({stop or 'optim.stop_at_step'})"
+                if acc.is_main_process:  # honoured: a later run of this output folder goes on
+                    (self.output_dir / cfg.checkpoint.stop_file).unlink(missing_ok=True)
+                break
+        bar.close()
+        if saved_at != self.step:
+            self.save_checkpoint()
+        finished = reason in ("finished", "data exhausted")
+        if finished:
+            if cfg.eval.at_end and self.eval_sequences and not (cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0):
+                self.evaluate()
+            self.save_final()
+        summary = {"event": "end", "step": self.step, "reason": reason, "total_steps": self.total_steps,
+                   "tokens_seen": self.tokens_seen, "elapsed_s": round(self.elapsed, 2),
+                   "checkpoint": str(ckpt.checkpoint_dir(self.output_dir, self.step))}
+        self.log.log(summary)
+        self.log.close()
+        return summary
+
+    # -- stopping -----------------------------------------------------------------------------
+    def _install_signal_handlers(self) -> None:
+        def handler(signum, _frame):
+            self._stop_signal = signal.Signals(signum).name
+
+        with contextlib.suppress(ValueError):  # not the main thread: no handlers
+            for name in ("SIGUSR1", "SIGTERM"):
+                if hasattr(signal, name):
+                    signal.signal(getattr(signal, name), handler)
+
+    def _stop_requested(self) -> str | None:
+        """A stop signal or the stop file, agreed on by every process."""
+        reason = self._stop_signal
+        if reason is None and (self.output_dir / self.cfg.checkpoint.stop_file).exists():
+            reason = "stop file"
+        if self.world > 1:
+            flag = torch.tensor([1.0 if reason else 0.0], device=self.accelerator.device)
+            if float(self.accelerator.reduce(flag, reduction="sum")) > 0:
+                reason = reason or "stop on another process"
+        return reason
+
+    # -- evaluation --------------------------------------------------------------------------------
+    def evaluate(self) -> EvalReport:
+        """Held-out perplexity (every process scores its share; sums are reduced)."""
+        acc, ev = self.accelerator, self.cfg.eval
+        shards = self.eval_sequences[self.rank :: self.world]
+        rounds = -(-len(self.eval_sequences) // self.world)
+        weights = [1] * len(shards) + [0] * (rounds - len(shards))
+        shards = shards + [self.eval_sequences[0]] * (rounds - len(shards))
+        report = evaluate_heldout(self.unwrapped, shards, ev.ratios, ev.score_windows, ev.baselines,
+                                  autocast=acc.autocast, weights=weights, other_text=ev.other_text_control)
+        if self.world > 1:
+            names = list(report.scores)
+            sums = torch.tensor([[report.scores[n].nll_sum, report.scores[n].tokens] for n in names],
+                                dtype=torch.float64, device=acc.device)
+            sums = acc.reduce(sums, reduction="sum").cpu()
+            for name, (nll, tokens) in zip(names, sums.tolist()):
+                report.scores[name] = ConditionScore(nll, int(tokens), report.scores[name].note)
+        report.num_sequences = len(self.eval_sequences)
+        report.step = self.step
+        if acc.is_main_process:
+            print(report.table(), flush=True)
+            report.save(self.output_dir / "eval" / f"step-{self.step}.json")
+            self.log.log({"event": "eval", **report.to_dict()})
+        return report
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def save_checkpoint(self) -> Path:
+        """Write `checkpoint-STEP` atomically (every process takes part)."""
+        acc = self.accelerator
+        staging = ckpt.staging_dir(self.output_dir, self.step)
+        with full_memory_parameters(acc, self.model) as model:
+            if acc.is_main_process:
+                model.save_memory_weights(staging)  # creates the staging folder
+        acc.wait_for_everyone()
+        save_optimizer(acc, self.model, self.optimizer, self.scheduler, staging)
+        ckpt.save_rng(staging, self.rank)
+        acc.wait_for_everyone()
+        final = ckpt.checkpoint_dir(self.output_dir, self.step)
+        if acc.is_main_process:
+            save_config(self.cfg, staging / ckpt.TRAIN_CONFIG)
+            ckpt.write_trainer_state(staging, {
+                "stage": self.cfg.stage, "step": self.step, "total_steps": self.total_steps,
+                "tokens_seen": self.tokens_seen, "elapsed_s": round(self.elapsed, 3), "world_size": self.world,
+            }, self.data.state_dict())
+            ckpt.publish(self.output_dir, self.step, self.cfg.checkpoint.keep_last)
+            self.log.log({"event": "checkpoint", "step": self.step, "path": str(final)})
+        acc.wait_for_everyone()
+        return final
+
+    def _restore(self, folder: Path) -> None:
+        state = ckpt.read_trainer_state(folder)
+        if state.get("stage") != self.cfg.stage:
+            raise ckpt.CheckpointError(f"{folder} is a {state.get('stage')} checkpoint, this is a {self.cfg.stage} run")
+        load_optimizer(self.accelerator, self.model, self.optimizer, self.scheduler, folder)
+        self.data.load_state_dict(state["data"])
+        self.step = int(state["step"])
+        self.tokens_seen = int(state.get("tokens_seen", 0))
+        self.elapsed = float(state.get("elapsed_s", 0.0))
+        if int(state.get("world_size", 1)) != self.world:
+            logger.warning("resuming a %s-process checkpoint on %d processes: data order and RNG differ",
+                           state.get("world_size"), self.world)
+        if not ckpt.load_rng(folder, self.rank):
+            logger.warning("%s holds no RNG state for process %d", folder, self.rank)
+        logger.info("resumed from %s at step %d", folder, self.step)
+
+    def save_final(self) -> Path:
+        """`output_dir/final`: the memory weights and the training config, for inference."""
+        acc = self.accelerator
+        final = self.output_dir / FINAL_DIR
+        with full_memory_parameters(acc, self.model) as model:
+            if acc.is_main_process:
+                model.save_memory_weights(final)
+                save_config(self.cfg, final / ckpt.TRAIN_CONFIG)
+                os.chmod(final, 0o755)
+        acc.wait_for_everyone()
+        return final
+
+
+class _Interval:
+    """Sums over the steps between two log records."""
+
+    def __init__(self) -> None:
+        self.loss_sum = 0.0
+        self.tokens = 0
+        self.raw_tokens = 0
+        self.seconds = 0.0
+        self.grad_norms: list[float] = []
+        self.ratios: Counter = Counter()
+        self.lr = 0.0
+
+    def add(self, result: dict[str, Any], seconds: float) -> None:
+        self.loss_sum += result["loss_sum"]
+        self.tokens += result["tokens"]
+        self.raw_tokens += result["raw_tokens"]
+        self.seconds += seconds
+        self.grad_norms.append(result["grad_norm"])
+        self.ratios += result["ratios"]
+        self.lr = result["lr"]
+
+    def record(self, step: int, world: int, accelerator) -> dict[str, Any]:
+        loss_sum, tokens = self.loss_sum, self.tokens
+        if world > 1:
+            sums = torch.tensor([loss_sum, tokens], dtype=torch.float64, device=accelerator.device)
+            loss_sum, tokens = accelerator.reduce(sums, reduction="sum").tolist()
+        return {
+            "event": "train",
+            "step": step,
+            "loss": loss_sum / max(tokens, 1),
+            "lr": self.lr,
+            "grad_norm": sum(self.grad_norms) / max(len(self.grad_norms), 1),
+            "tokens_per_s": self.raw_tokens * world / max(self.seconds, 1e-9),
+            "loss_tokens": int(tokens),
+            "ratios": {str(ratio): count for ratio, count in sorted(self.ratios.items())},
+        }

@@ -1,0 +1,53 @@
+"""Build clue-SFT data: (long context, question, answer) rows -> SFT JSONL, via an OpenAI-compatible LLM.
+
+    export OPENAI_API_KEY=...            # or name another variable with --api-key-env
+    python train/build_clue_data.py --input qa_rows.jsonl --output data/clues.jsonl \\
+        --base-url https://api.openai.com/v1 --model gpt-4o-mini --workers 8
+
+Input rows: {"context": ..., "question": ..., "answer": ... [, "id": ...]}. The output is
+the JSONL format of train/sft.py (memorag/data/sft.py); filtering rules and prompts are
+in memorag/data/clue_builder.py and memorag/prompts.py.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from memorag.data.clue_builder import ChatEndpoint, ClueFilter, build_clue_data, read_rows  # noqa: E402
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--input", required=True, help="JSONL rows with context, question, answer")
+    parser.add_argument("--output", required=True, help="the SFT JSONL to write (atomically)")
+    parser.add_argument("--base-url", required=True, help="OpenAI-compatible API root, e.g. http://localhost:8000/v1")
+    parser.add_argument("--model", required=True, help="model name sent to the endpoint")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    parser.add_argument("--workers", type=int, default=4, help="requests in flight")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    parser.add_argument("--max-retries", type=int, default=5)
+    parser.add_argument("--backoff", type=float, default=1.0, help="seconds before the first retry (doubles)")
+    parser.add_argument("--max-tokens", type=int, default=512, help="reply length limit sent to the endpoint")
+    parser.add_argument("--max-clues", type=int, default=5)
+    parser.add_argument("--max-clue-words", type=int, default=60)
+    parser.add_argument("--min-grounding", type=float, default=0.8,
+                        help="share of a clue's word trigrams that must occur in the context")
+    parser.add_argument("--max-context-chars", type=int, default=None,
+                        help="cut the context shown to the LLM (the sample keeps it whole)")
+    args = parser.parse_args(argv)
+    endpoint = ChatEndpoint(args.base_url, args.model, api_key=os.environ.get(args.api_key_env),
+                            timeout=args.timeout, max_retries=args.max_retries, backoff=args.backoff,
+                            max_tokens=args.max_tokens)
+    rules = ClueFilter(max_clues=args.max_clues, max_clue_words=args.max_clue_words, min_grounding=args.min_grounding)
+    stats = build_clue_data(read_rows(args.input), args.output, endpoint, rules, workers=args.workers,
+                            max_context_chars=args.max_context_chars)
+    print(json.dumps(stats, indent=1))
+    return 0 if stats.get("kept") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

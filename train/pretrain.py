@@ -1,0 +1,20 @@
+"""Stage 1: pretrain the memory model on long raw text (MEMORY_MODEL.md section 3).
+
+    accelerate launch train/pretrain.py --config configs/pretrain/smollm2.yaml [key=value ...]
+    accelerate launch --config_file configs/accelerate/deepspeed_zero2.yaml \\
+        train/pretrain.py --config configs/pretrain/qwen2-7b.yaml data.files=[/data/redpajama]
+    python train/pretrain.py --config configs/debug.yaml          # one process, no launcher
+
+`python train/pretrain.py --help` lists every setting (memorag/training/config.py).
+Checkpoints, `latest`, `train_log.jsonl` and `final/` go to checkpoint.output_dir.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from memorag.training.cli import train_main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(train_main("pretrain"))

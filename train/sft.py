@@ -1,0 +1,19 @@
+"""Stage 2: fine-tune the memory model to write clues (clue SFT; MEMORY_MODEL.md section 3).
+
+    accelerate launch train/sft.py --config configs/sft/smollm2.yaml \\
+        model.memory_weights=runs/pretrain-smollm2/final data.files=[data/clues.jsonl]
+    python train/sft.py --config configs/debug-sft.yaml          # one process, no launcher
+
+Samples are JSONL lines {"context", "instruction", "target"} (memorag/data/sft.py);
+make them with train/build_clue_data.py. `--help` lists every setting.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from memorag.training.cli import train_main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(train_main("sft"))
