@@ -52,7 +52,7 @@ from typing import Any, ClassVar, Literal
 from memorag import prompts
 from memorag.clues import combine_clues, detect_language, parse_clues
 from memorag.config import ConfigError, config_from_dict, config_to_dict
-from memorag.io import atomic_directory, atomic_write_text, sha256_file
+from memorag.io import atomic_directory, atomic_write_text, is_saved, read_json_manifest, sha256_file
 from memorag.memory.config import MemoryConfig
 from memorag.retrieval.base import Hit, IndexFormatError
 from memorag.retrieval.chunking import Chunk, Document
@@ -1007,11 +1007,7 @@ class MemoRAG:
 
 
 def is_saved_pipeline(directory: str | os.PathLike[str]) -> bool:
-    try:
-        manifest = json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(manifest, dict) and manifest.get("format") == FORMAT
+    return is_saved(directory, MANIFEST, FORMAT)
 
 
 def check_save_target(directory: Path) -> None:
@@ -1033,17 +1029,7 @@ def read_manifest(directory: Path) -> dict:
         raise SaveFormatError(
             f"{directory} is not a saved memorag pipeline (no {MANIFEST}); make one with `memorag memorize ... --out DIR`"
         )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SaveFormatError(f"{path} is not valid JSON ({error}); the save is damaged") from error
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise SaveFormatError(f"{path} does not describe a saved memorag pipeline")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise SaveFormatError(
-            f"{directory} has format version {manifest.get('format_version')}; this version of memorag reads "
-            f"{FORMAT_VERSION}: memorize the context again"
-        )
+    manifest = read_json_manifest(path, FORMAT, FORMAT_VERSION, SaveFormatError)
     missing = {"models", "settings", "documents", "num_chunks", "files"} - set(manifest)
     if missing:
         raise SaveFormatError(f"{path} lacks {sorted(missing)}; the save is damaged")
