@@ -1,0 +1,71 @@
+"""The mode interface and registry: one way of answering over a memorized corpus per mode."""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
+
+from memorag.pipeline.types import Answer, AskHooks, Corpus, UnknownModeError
+
+if TYPE_CHECKING:
+    from memorag.pipeline.core import MemoRAG
+
+class Mode(ABC):
+    """One way of answering over a memorized corpus.
+
+    To add a mode, subclass `Mode` in any module, give it a `name`, its `tasks` and
+    `default_task`, and decorate it with `@register_mode`; add the module to
+    `MODE_MODULES` so that the mode can be named before anything imported it.
+    `prepare(corpus)` runs before the first `answer` and again whenever the corpus
+    changed (build mode-specific structures there: groups, graphs...). `answer` gets the
+    user's query and a task from `tasks`, and uses the pipeline's shared parts:
+    `pipeline.chunks`, `.documents`, `.retriever`, `.generator`, `.memory_model`,
+    `.memory`, and the helpers `retrieve`, `gather_evidence`, `generate_from_evidence`,
+    `write_clues`, `language_of`. The pipeline times the whole call.
+    """
+
+    name: ClassVar[str]
+    tasks: ClassVar[tuple[str, ...]]
+    default_task: ClassVar[str]
+    needs_memory: ClassVar[bool] = False  # whether `memorize` should build the memory for it
+
+    def __init__(self, pipeline: MemoRAG):
+        self.pipeline = pipeline
+
+    def prepare(self, corpus: Corpus) -> None:  # noqa: B027 - optional hook, nothing to do by default
+        """Build what this mode needs from the corpus (called again after it changes)."""
+
+    @abstractmethod
+    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
+        """Answer `query` for `task`."""
+
+
+_MODES: dict[str, type[Mode]] = {}
+# Modules that define modes, imported on first lookup.
+MODE_MODULES: list[str] = ["memorag.modes.memorag", "memorag.modes.rag"]
+
+
+def register_mode(cls: type[Mode]) -> type[Mode]:
+    """Class decorator: make a `Mode` available by its `name`."""
+    if not getattr(cls, "name", None) or not getattr(cls, "tasks", None) or cls.default_task not in cls.tasks:
+        raise TypeError(f"{cls.__name__} needs a name, tasks, and a default_task among its tasks")
+    _MODES[cls.name] = cls
+    return cls
+
+
+def _import_mode_modules() -> None:
+    for module in MODE_MODULES:
+        importlib.import_module(module)
+
+
+def available_modes() -> list[str]:
+    _import_mode_modules()
+    return sorted(_MODES)
+
+
+def get_mode(name: str) -> type[Mode]:
+    _import_mode_modules()
+    if name not in _MODES:
+        raise UnknownModeError(f"unknown mode {name!r}; available modes: {', '.join(sorted(_MODES))}")
+    return _MODES[name]

@@ -1,0 +1,40 @@
+"""The `memorag` mode: the memory writes clues, the clues and the query retrieve, the generator answers."""
+
+from __future__ import annotations
+
+from memorag.modes.base import Mode, register_mode
+from memorag.pipeline.types import Answer, AskHooks, Corpus, timed
+
+
+@register_mode
+class MemoRAGMode(Mode):
+    """The paper's system: the memory drives retrieval (clues), the generator answers."""
+
+    name = "memorag"
+    tasks = ("memorag", "qa", "summarize")
+    default_task = "memorag"
+    needs_memory = True
+
+    def prepare(self, corpus: Corpus) -> None:
+        self.pipeline.ensure_memory()
+
+    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
+        rag = self.pipeline
+        language = rag.language_of(query)
+        timings: dict[str, float] = {}
+        if task == "qa":
+            with timed(timings, "generate"):
+                text = rag.answer_from_memory(query, language, hooks.on_text)
+            return Answer(query, task, self.name, text, timings=timings, generator=f"{rag.memory_model.name} (memory)")
+        with timed(timings, "clues"):
+            clues, raw = rag.write_clues(query, task, language)
+        hooks.clues(clues)
+        queries = [query, *clues]
+        weights = [rag.config.query_weight] + [1.0] * len(clues)
+        with timed(timings, "retrieve"):
+            evidence = rag.gather_evidence(queries, weights, task, query, language)
+        hooks.evidence(evidence)
+        with timed(timings, "generate"):
+            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
+        return Answer(query, task, self.name, text, clues, evidence, timings, rag.generator.name, raw)
+

@@ -1,0 +1,59 @@
+"""Small shared pieces of the pipeline: model labels, model arguments, documents."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+
+from memorag.pipeline.types import InputError
+from memorag.retrieval.chunking import Document
+
+
+def label_lm(name: str | None) -> str:
+    from memorag.models import EMBEDDED_LM, is_embedded_lm
+
+    return EMBEDDED_LM if is_embedded_lm(name) else str(name)
+
+
+def label_embedder(name: str | None) -> str:
+    from memorag.models import EMBEDDED_EMBEDDER, is_embedded_embedder
+
+    return EMBEDDED_EMBEDDER if is_embedded_embedder(name) else str(name)
+
+
+def split_model_args(overrides: dict, memory_model, embedder, generator) -> tuple:
+    """`memory_model`, `embedder` and `generator` take a name (a setting, moved into
+    `overrides`) or a ready object (used as it is)."""
+    named = {"memory_model": memory_model, "embedder": embedder, "generator": generator}
+    objects = []
+    for key, value in named.items():
+        if isinstance(value, str | os.PathLike):
+            overrides[key] = os.fspath(value)
+            value = None
+        objects.append(value)
+    return tuple(objects)
+
+
+def document_sha256(document: Document) -> str:
+    return hashlib.sha256(json.dumps([document.title, document.text], ensure_ascii=False).encode()).hexdigest()
+
+
+def as_documents(text_or_documents: str | Document | Sequence[str | Document]) -> list[Document]:
+    """Documents from a text, a `Document`, or a list of either (a text's id is a hash of it)."""
+    items = [text_or_documents] if isinstance(text_or_documents, str | Document) else list(text_or_documents)
+    if not items:
+        raise InputError("nothing to memorize: the list of documents is empty")
+    documents = []
+    for position, item in enumerate(items):
+        if isinstance(item, str):
+            item = Document(id=f"doc-{hashlib.sha256(item.encode()).hexdigest()[:12]}", text=item)
+        if not isinstance(item, Document):
+            raise InputError(f"item {position} is a {type(item).__name__}; give texts or Document objects")
+        if not item.text or not item.text.strip():
+            raise InputError(f"document {item.id!r} is empty; give a text with some content")
+        documents.append(item)
+    return documents
+
+

@@ -1,0 +1,216 @@
+"""The pipeline's vocabulary: settings, errors, results, and what modes are handed."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+from memorag import prompts
+from memorag.config import ConfigError
+from memorag.memory.config import MemoryConfig
+from memorag.retrieval.chunking import Chunk, Document
+
+Task = Literal["qa", "memorag", "summarize"]
+TASKS: tuple[str, ...] = ("qa", "memorag", "summarize")
+RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
+CLUE_KINDS: tuple[str, ...] = ("spans", "questions", "draft")
+
+# The settings a saved pipeline was built with; loading it with other values is refused.
+IDENTITY_KEYS: tuple[str, ...] = ("memory_model", "memory", "embedder", "retriever", "chunk_tokens", "overlap_tokens")
+
+
+# ----------------------------------------------------------------------------------------------
+# errors
+
+
+class PipelineError(RuntimeError):
+    """Something the pipeline cannot do, with a message that says why and what to do."""
+
+
+class InputError(PipelineError, ValueError):
+    """Bad input: an empty query, an empty or malformed document."""
+
+
+class UnknownModeError(PipelineError):
+    """A mode name that is not registered."""
+
+
+class UnsupportedTaskError(PipelineError):
+    """A task the chosen mode does not do."""
+
+
+class EmptyCorpusError(PipelineError):
+    """Nothing has been memorized yet."""
+
+
+class DocumentConflictError(PipelineError):
+    """A document id that is already memorized, with another text."""
+
+
+class SaveFormatError(PipelineError):
+    """A directory that is not a saved pipeline, or a damaged one."""
+
+
+class ManifestMismatchError(PipelineError):
+    """A saved pipeline built with other models or settings than the ones asked for."""
+
+
+class SaveDirectoryError(PipelineError):
+    """A save target that exists and holds something else."""
+
+
+# ----------------------------------------------------------------------------------------------
+# settings
+
+
+@dataclass
+class PipelineConfig:
+    """Every setting of the pipeline. The first group is the identity of a saved pipeline."""
+
+    # models and the shape of what is stored (recorded in a save; a mismatch is refused)
+    memory_model: str | None = None  # None: the embedded SmolLM2-135M-Instruct
+    memory_weights: str | None = None  # a folder of trained memory weights; None: untrained (base copies)
+    memory: MemoryConfig | None = None  # None: the memory weights' own config, else MemoryConfig()
+    embedder: str | None = None  # None: the embedded all-MiniLM-L6-v2
+    retriever: Literal["dense", "bm25", "hybrid"] = "dense"
+    chunk_tokens: int = 160  # tokens of the memory model's tokenizer (MiniLM reads up to 256 word pieces)
+    overlap_tokens: int = 24
+    # the generator (free to change between runs)
+    generator: str | None = None  # None: the memory model's base; a model folder/hub id; or an http(s) endpoint
+    generator_model: str | None = None  # the model name at an endpoint
+    generator_window: int | None = None  # tokens the generator reads; None: the local model's, unknown for endpoints
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = 120.0
+    max_retries: int = 3
+    repetition_penalty: float = 1.1  # local generators; small models loop without it
+    # asking
+    mode: str = "memorag"
+    language: str = "auto"  # "en", "zh", or "auto" (from the query)
+    clue_kinds: list[str] = field(default_factory=lambda: list(CLUE_KINDS))
+    max_clues: int = 8
+    clue_max_new_tokens: int = 64
+    hits_per_query: int = 6
+    query_weight: float = 2.0  # fusion weight of the query's own hits (each clue weighs 1)
+    fusion: Literal["rrf", "score"] = "rrf"
+    evidence_tokens: int = 1024  # most evidence tokens given to the generator (also capped by its window)
+    answer_max_new_tokens: int = 128
+    summary_max_new_tokens: int = 320
+
+    def __post_init__(self) -> None:
+        if self.retriever not in RETRIEVERS:
+            raise ConfigError(f"retriever={self.retriever!r}; choose one of {', '.join(RETRIEVERS)}")
+        unknown = [kind for kind in self.clue_kinds if kind not in CLUE_KINDS]
+        if unknown:
+            raise ConfigError(f"clue_kinds {unknown} unknown; choose from {', '.join(CLUE_KINDS)}")
+        if self.chunk_tokens < 8:
+            raise ConfigError(f"chunk_tokens={self.chunk_tokens} is too small (at least 8)")
+        if not 0 <= self.overlap_tokens < self.chunk_tokens:
+            raise ConfigError(f"overlap_tokens={self.overlap_tokens} must be in [0, chunk_tokens)")
+        for name in ("max_clues", "clue_max_new_tokens", "hits_per_query", "evidence_tokens",
+                     "answer_max_new_tokens", "summary_max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.language not in ("auto", *prompts.LANGUAGES):
+            raise ConfigError(f"language={self.language!r}; choose auto or one of {', '.join(prompts.LANGUAGES)}")
+        if self.memory_weights is not None:
+            self.memory_weights = os.path.abspath(os.path.expanduser(str(self.memory_weights)))
+
+
+# ----------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass
+class Evidence:
+    """A retrieved chunk given to the generator: where it is, how it scored, which queries found it.
+
+    `queries` are indices into the retrieval queries: 0 is the user's query, 1.. the clues.
+    """
+
+    chunk_id: int
+    doc_id: str
+    title: str
+    start_char: int
+    end_char: int
+    num_tokens: int
+    score: float
+    queries: list[int]
+    text: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Answer:
+    query: str
+    task: str
+    mode: str
+    answer: str
+    clues: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, and "total"
+    generator: str = ""  # who wrote `answer`
+    raw_clues: dict[str, str] = field(default_factory=dict)  # the memory model's replies, before parsing
+
+    def __str__(self) -> str:
+        return self.answer
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["evidence"] = [item.to_dict() for item in self.evidence]
+        return data
+
+
+@dataclass
+class MemorizeReport:
+    added: list[str] = field(default_factory=list)  # document ids read this time
+    skipped: list[str] = field(default_factory=list)  # already memorized, same text
+    num_chunks: int = 0  # chunks added
+    memory_tokens: int = 0  # tokens the memory holds after this call (0: no memory built)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What a mode prepares for: the documents and chunks, and a version that changes with them."""
+
+    documents: tuple[Document, ...]
+    chunks: tuple[Chunk, ...]
+    version: int
+    content_sha256: str
+
+
+@dataclass
+class AskHooks:
+    """Callbacks for showing progress while a mode answers (all optional)."""
+
+    on_text: Callable[[str], None] | None = None  # each new piece of the answer
+    on_clues: Callable[[list[str]], None] | None = None
+    on_evidence: Callable[[list[Evidence]], None] | None = None
+
+    def clues(self, clues: list[str]) -> None:
+        if self.on_clues is not None:
+            self.on_clues(clues)
+
+    def evidence(self, evidence: list[Evidence]) -> None:
+        if self.on_evidence is not None:
+            self.on_evidence(evidence)
+
+
+@contextmanager
+def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    """Add the seconds spent in the block to `timings[stage]`."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = round(timings.get(stage, 0.0) + time.perf_counter() - started, 4)
