@@ -11,6 +11,10 @@ over the same tokens where they fit in the model's 8192 positions. Weights are
 random with SmolLM2-135M's dimensions (`--embedded` uses the real embedded model);
 positions are raised to 65536 so that 32K tokens fit at r=4 (random weights: speed
 only, no quality). Prints a markdown table and writes JSON to benchmarks/results/.
+
+Beside each memorize cell: its lower bound from `benchmarks/roofline.py` (the cell's
+exact FLOPs, linear layers at this machine's measured GEMM peak and attention at the
+fused attention kernel's measured rate), and the measured time as a share of it.
 """
 
 from __future__ import annotations
@@ -104,6 +108,9 @@ def main() -> None:
         for ratio in args.ratios:
             cells += [("memorize", n, ratio, dtype) for n in lengths]
         cells += [("plain", n, 0, dtype) for n in lengths if n <= args.plain_max]
+    from roofline import bounds, measure_peaks, memorize_flops
+
+    peaks = {dtype: measure_peaks(dtype) for dtype in args.dtypes}
     results = []
     for cell in cells:
         command = [sys.executable, __file__, "--cell", ",".join(map(str, cell))]
@@ -114,24 +121,33 @@ def main() -> None:
             print(completed.stderr[-2000:], file=sys.stderr)
             raise SystemExit(f"cell {cell} failed")
         row = json.loads(completed.stdout.strip().splitlines()[-1])
+        if row["mode"] == "memorize":
+            row["flops"] = memorize_flops(row["tokens"], 1024, row["ratio"])
+            row["bound_s"] = bounds(row["flops"], peaks[row["dtype"]])["at_kernel_rates_s"]
         results.append(row)
         label = f"{row['mode']:8s} {row['dtype']:8s} r={row['ratio'] or '-':<3} {row['tokens']:>6} tok"
         print(f"{label}  {row['seconds']:7.2f} s  {row['tokens_per_s']:7.0f} tok/s  peak {row['peak_rss_mb']:6.0f} MB",
               flush=True)
     print()
-    print("| mode | dtype | ratio | tokens | seconds | tokens/s | peak RSS MB | memory MB | KV bytes/token |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    for dtype, peak in peaks.items():
+        print(f"{dtype}: GEMM peak {peak['gemm'] / 1e9:.0f} GFLOP/s, fused attention {peak['attention'] / 1e9:.0f} GFLOP/s")
+    print("| mode | dtype | ratio | tokens | seconds | tokens/s | bound s | bound/time | peak RSS MB | memory MB "
+          "| KV bytes/token |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in results:
+        bound = row.get("bound_s")
+        bound_text = "-" if bound is None else f"{bound:.1f}"
+        share = "-" if bound is None else f"{bound / row['seconds']:.0%}"
         print(f"| {row['mode']} | {row['dtype']} | {row['ratio'] or '-'} | {row['tokens']} | {row['seconds']:.2f} | "
-              f"{row['tokens_per_s']:.0f} | {row['peak_rss_mb']:.0f} | {row.get('memory_mb', float('nan')):.1f} | "
-              f"{row['kv_bytes_per_token']:.0f} |")
+              f"{row['tokens_per_s']:.0f} | {bound_text} | {share} | {row['peak_rss_mb']:.0f} | "
+              f"{row.get('memory_mb', float('nan')):.1f} | {row['kv_bytes_per_token']:.0f} |")
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-{platform.node()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     import torch
 
     machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "torch": torch.__version__,
                "weights": "embedded" if args.embedded else "random (SmolLM2-135M shape)"}
-    out.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    out.write_text(json.dumps({"machine": machine, "peaks_flop_per_s": peaks, "results": results}, indent=2))
     print(f"\nwrote {out}")
 
 
