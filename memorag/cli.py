@@ -120,10 +120,11 @@ def _ask_options(parser: argparse.ArgumentParser, clues_only: bool) -> None:
     parser.add_argument("target", nargs="*", metavar="DIR QUERY",
                         help="a folder written by `memorag memorize` and the query, or only the query with --context")
     parser.add_argument("--context", nargs="+", metavar="FILE", help="memorize these text files now instead of DIR")
-    tasks = ("memorag", "summarize") if clues_only else ("qa", "memorag", "summarize")
+    tasks = ("memorag", "summarize") if clues_only else ("qa", "memorag", "summarize", "retrieval")
     parser.add_argument("--task", choices=tasks,
-                        help="memorag: clues from memory drive retrieval; qa: the memory model answers alone; "
-                             "summarize: key points from memory drive retrieval (default: the mode's own)")
+                        help="memorag: clues from memory drive retrieval; qa: answer the question (the memory model "
+                             "alone in the memorag mode); summarize: key points from memory drive retrieval; "
+                             "retrieval: name the documents that answer (cic) (default: the mode's own)")
     if not clues_only:
         parser.add_argument("--mode", metavar="MODE", help="memorag (default), rag, ... (see `memorag modes`)")
         parser.add_argument("--max-new-tokens", type=int, metavar="N", help="longest answer, in tokens")

@@ -140,6 +140,189 @@ PASSAGE = {
     "zh": "[{number}] {title}\n{text}",
 }
 
+# -- the `longrag` mode (memorag/modes/longrag.py): a long reader in two turns. Turn 1 reads the
+# long units and writes a long answer (fields: passages, question); turn 2 gets the question and
+# that long answer, not the units again, and extracts the short answer after few-shot examples
+# (fields: examples, question, long_answer). The examples are invented, grounded in no corpus.
+LONGRAG_LONG_ANSWER = {
+    "en": (
+        "Read the documents below, then answer the question.\n\n"
+        "Documents:\n\n{passages}\n\n"
+        "Find the documents that bear on the question and answer it in a few sentences, naming "
+        "the facts from the documents that support the answer.\n"
+        "Question: {question}"
+    ),
+    "zh": (
+        "阅读下面的文档，然后回答问题。\n\n"
+        "文档：\n\n{passages}\n\n"
+        "找出与问题有关的文档，用几句话回答问题，并写出文档中支持答案的事实。\n"
+        "问题：{question}"
+    ),
+}
+LONGRAG_SHORT_ANSWER = {
+    "en": (
+        "A question has been answered at length. Extract the short answer: only the few words that "
+        "answer the question (a name, a place, a date, a number, yes or no), with no explanation.\n\n"
+        "{examples}\n\n"
+        "Question: {question}\n"
+        "Long answer: {long_answer}\n"
+        "Short answer:"
+    ),
+    "zh": (
+        "一个问题已经得到了详细的回答。请提取简短答案：只写回答问题的几个词（人名、地名、日期、数字、是或否），不要解释。\n\n"
+        "{examples}\n\n"
+        "问题：{question}\n"
+        "详细答案：{long_answer}\n"
+        "简短答案："
+    ),
+}
+LONGRAG_EXAMPLES = {
+    "en": (
+        "Question: Who repaired the lighthouse lamp?\n"
+        "Long answer: The second document says the lamp had been dark for a week until Mara Quill, the "
+        "keeper's daughter, climbed the tower and replaced its wick.\n"
+        "Short answer: Mara Quill\n\n"
+        "Question: How many boats left the harbour before the storm?\n"
+        "Long answer: On the morning of the storm three boats sailed at dawn; the others stayed moored "
+        "until the wind dropped, as the harbour log in the first document records.\n"
+        "Short answer: three\n\n"
+        "Question: Did the village council approve the new bridge?\n"
+        "Long answer: Yes. The last document reports that after a year of debate the council voted to "
+        "pay for the bridge out of the mill tax.\n"
+        "Short answer: yes"
+    ),
+    "zh": (
+        "问题：谁修好了灯塔的灯？\n"
+        "详细答案：第二篇文档说，灯已经熄灭了一个星期，直到看守人的女儿林小禾爬上灯塔换了灯芯。\n"
+        "简短答案：林小禾\n\n"
+        "问题：暴风雨来临前有几条船离开了港口？\n"
+        "详细答案：第一篇文档中的港口记录写道，暴风雨那天清晨有三条船出海，其余的船一直停泊到风停。\n"
+        "简短答案：三条\n\n"
+        "问题：村委会批准修建新桥了吗？\n"
+        "详细答案：批准了。最后一篇文档说，经过一年的讨论，村委会投票决定用磨坊税支付建桥费用。\n"
+        "简短答案：是"
+    ),
+}
+# The label before the short answer, removed when the reply echoes it.
+LONGRAG_SHORT_LABEL = {
+    "en": "Short answer:",
+    "zh": "简短答案：",
+}
+
+# -- the `mixpr` mode (memorag/modes/mixpr.py): the router that picks local or global PageRank.
+# Fields: query, excerpts (the first two and the last two chunks of the corpus).
+MIXPR_ROUTER = {
+    "en": (
+        "Here are the first two and the last two pieces of a long text:\n\n{excerpts}\n\n"
+        "Request about the text: {query}\n\n"
+        "Is this request local or global? Local: it can be met from a few specific places in the "
+        "text (a fact, a name, a detail, one event). Global: it needs the text as a whole (a "
+        "summary, the main themes, the most frequent words, how something changes throughout).\n"
+        "Answer with one word: local or global."
+    ),
+    "zh": (
+        "下面是一篇长文本的前两段和最后两段：\n\n{excerpts}\n\n"
+        "关于这篇文本的请求：{query}\n\n"
+        "这个请求是 local 还是 global？local：只需文本中少数几处具体内容（一个事实、一个名字、一个细节、一个事件）。"
+        "global：需要整篇文本（摘要、主要主题、最常见的词、某件事在全文中的变化）。\n"
+        "只用一个英文单词回答：local 或 global。"
+    ),
+}
+
+# -- the `cic` mode (memorag/modes/cic.py, cic_prompt.py): LOFT's corpus-in-context prompt. The
+# instruction, the corpus (one CIC_DOCUMENT each), the examples and CIC_QUERY_INTRO form a prefix
+# shared by every query; CIC_QUERY comes last. "Final Answer:" stays English in every language:
+# the answer parser (cic_answer.py) looks for it. No fields in the instructions.
+CIC_RETRIEVAL_INSTRUCTION = {
+    "en": (
+        'Below is a corpus of documents. Each document starts with "ID: n", its number, and ends with '
+        '"END ID: n". After the corpus come worked examples, then a query. Find every document of the '
+        'corpus that is needed to answer the query. First list those documents, one per line as '
+        '"ID: n | TITLE: title", then write a last line "Final Answer: [n, ...]" with their IDs, the '
+        "most useful first."
+    ),
+    "zh": (
+        "下面是一个文档集。每篇文档以“ID: n”（它的编号）开头，以“END ID: n”结尾。文档集之后是几个示例，"
+        "最后是一个查询。请找出回答查询所需的全部文档：先逐行列出这些文档，格式为“ID: n | TITLE: 标题”，"
+        "最后一行写“Final Answer: [n, ...]”，列出它们的编号，最有用的排在前面。"
+    ),
+}
+CIC_QA_INSTRUCTION = {
+    "en": (
+        'Below is a corpus of documents. Each document starts with "ID: n", its number, and ends with '
+        '"END ID: n". After the corpus come worked examples, then a query. Answer the query from the '
+        'corpus. First list the documents the answer comes from, one per line as "ID: n | TITLE: title", '
+        'then write a last line "Final Answer: " followed by a short answer, in words copied from the '
+        "documents where possible."
+    ),
+    "zh": (
+        "下面是一个文档集。每篇文档以“ID: n”（它的编号）开头，以“END ID: n”结尾。文档集之后是几个示例，"
+        "最后是一个查询。请根据文档集回答查询：先逐行列出答案所依据的文档，格式为“ID: n | TITLE: 标题”，"
+        "最后一行写“Final Answer: ”，后面跟简短的答案，尽量使用文档中的原词。"
+    ),
+}
+# One document of the corpus. Fields: id, title, content.
+CIC_DOCUMENT = {"en": "ID: {id} | TITLE: {title} | CONTENT: {content} | END ID: {id}"}
+CIC_EXAMPLES_HEADER = {
+    "en": "Examples of queries about this corpus, answered:",
+    "zh": "关于这个文档集的查询示例及其回答：",
+}
+# An example's query, built from the corpus: the words that follow a quoted piece of a
+# document. Fields: lead (and other_lead, for an example over two documents).
+CIC_EXAMPLE_ONE = {
+    "en": 'What words follow "{lead}" in the corpus?',
+    "zh": "文档集中“{lead}”后面是什么？",
+}
+CIC_EXAMPLE_TWO = {
+    "en": 'What words follow "{lead}", and what words follow "{other_lead}"?',
+    "zh": "“{lead}”后面是什么？“{other_lead}”后面又是什么？",
+}
+# The short chain of thought before an example's final answer: this line, then one
+# CIC_NEEDED_DOCUMENT line per document (fields: id, title), then CIC_FINAL_ANSWER (field: answer).
+CIC_EXAMPLE_REASONING = {
+    "en": "Documents needed:",
+    "zh": "所需文档：",
+}
+CIC_NEEDED_DOCUMENT = {"en": "ID: {id} | TITLE: {title}"}
+CIC_FINAL_ANSWER = {"en": "Final Answer: {answer}"}
+CIC_QUERY_INTRO = {
+    "en": "Now the query to answer, in the same way as the examples.",
+    "zh": "现在请用与示例相同的方式回答下面的查询。",
+}
+# The query, last (also the query line of each example). Field: query.
+CIC_QUERY = {
+    "en": "Query: {query}\n",
+    "zh": "查询：{query}\n",
+}
+
+# -- the `hyde` mode (memorag/modes/hyde.py): a hypothetical answer passage that retrieves beside
+# the question. Field: question.
+HYDE_PASSAGE = {
+    "en": (
+        "Write a short passage that answers the question below, as a paragraph of a book or an "
+        "encyclopedia would. Write only the passage, in two to four sentences.\n\n"
+        "Question: {question}"
+    ),
+    "zh": "请写一段简短的文字来回答下面的问题，写法像书或百科全书中的一个段落。只写这段文字，两到四句话。\n\n问题：{question}",
+}
+
+# -- the `rqrag` mode (memorag/modes/rqrag.py): the question rewritten and decomposed, one search
+# query per line. Fields: question, max_queries.
+RQRAG_QUERIES = {
+    "en": (
+        "Help search a text for the answer to the question below. First rewrite the question so that "
+        "it is clear and complete on its own. Then break it into simpler questions, each of which can "
+        "be looked up by itself. Write at most {max_queries} lines in all, one question per line: the "
+        "rewritten question first, then the simpler ones. Write nothing else.\n\n"
+        "Question: {question}"
+    ),
+    "zh": (
+        "为了在文本中查找下面问题的答案，请先把问题改写得清楚完整、可以单独理解，再把它拆成几个更简单、"
+        "能各自查到的小问题。总共最多写 {max_queries} 行，每行一个问题：先写改写后的问题，再写小问题。"
+        "不要写别的内容。\n\n问题：{question}"
+    ),
+}
+
 # Replies that acknowledge instead of answering, dropped by the clue parser (lower case, no
 # final punctuation; a clue line that starts with one of these is dropped).
 ACKNOWLEDGEMENTS = {

@@ -31,6 +31,23 @@ class Generator(ABC):
     ) -> str:
         """The reply; with `on_text`, each new piece of it is passed on as it is written."""
 
+    def generate_with_prefix(
+        self,
+        prefix: str,
+        rest: str,
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 256,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        """The reply to the prompt `prefix + rest`, where many prompts share `prefix` (a corpus).
+
+        Here the whole prompt is sent each time: an endpoint server (vLLM, llama.cpp, ...)
+        caches shared prompt prefixes itself. `LocalGenerator` keeps the prefix's
+        key/value cache and runs only the rest.
+        """
+        return self.generate(prefix + rest, system=system, max_new_tokens=max_new_tokens, on_text=on_text)
+
     @abstractmethod
     def count_tokens(self, prompt: str, system: str | None = None) -> int:
         """Tokens the model reads for this prompt (exact for local models, estimated otherwise)."""

@@ -8,7 +8,11 @@ from collections.abc import Callable
 import torch
 
 from .base import Generator, GeneratorError
+from .prefix_cache import PrefixCache, common_prefix_length
 from .streaming import TextStream
+
+# Marks the end of a prefix inside a rendered chat template (a private-use character).
+_PREFIX_END = "\ue000"
 
 
 class _StreamerAdapter:
@@ -56,6 +60,9 @@ class LocalGenerator(Generator):
         self.do_sample, self.temperature, self.top_p = do_sample, temperature, top_p
         self.repetition_penalty = repetition_penalty
         self.context_window = getattr(model.config, "max_position_embeddings", None)
+        self.prefix_cache = PrefixCache(model)  # see `generate_with_prefix`
+        self._prefix_key: tuple[str, str | None] | None = None
+        self._prefix_token_ids: list[int] = []
 
     @classmethod
     def from_memory_model(cls, memory_model, **kwargs) -> LocalGenerator:
@@ -113,9 +120,56 @@ class LocalGenerator(Generator):
         max_new_tokens: int = 256,
         on_text: Callable[[str], None] | None = None,
     ) -> str:
+        return self._generate(self._input_ids(prompt, system), max_new_tokens, on_text)
+
+    @torch.no_grad()
+    def generate_with_prefix(
+        self,
+        prefix: str,
+        rest: str,
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 256,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        """The reply to `prefix + rest`, equal to `generate`'s, with the prefix's keys and values
+        computed once and reused while the next prompts start with the same prefix.
+
+        Only the tokens the whole prompt shares with the prefix are reused (a tokenizer may
+        merge the prefix's last characters with the first of `rest`), and at least the
+        last prompt token is always run. One prefix is kept: another one replaces it.
+        """
+        input_ids = self._input_ids(prefix + rest, system)  # [1, T]
+        prompt_ids = input_ids[0].tolist()
+        shared = min(common_prefix_length(self._prefix_ids(prefix, system), prompt_ids), len(prompt_ids) - 1)
+        past = self.prefix_cache.past_for(prompt_ids[:shared]) if shared > 0 else None
+        return self._generate(input_ids, max_new_tokens, on_text, past)
+
+    def _prefix_ids(self, prefix: str, system: str | None) -> list[int]:
+        """The token ids a prompt starting with `prefix` begins with (as `_input_ids` makes them)."""
+        key = (prefix, system)
+        if self._prefix_key != key:
+            if getattr(self.tokenizer, "chat_template", None):
+                messages = [{"role": "user", "content": prefix + _PREFIX_END}]
+                if system:
+                    messages.insert(0, {"role": "system", "content": system})
+                rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+                end = rendered.find(_PREFIX_END)
+                if end < 0:
+                    raise GeneratorError(
+                        f"the chat template of {self.name} changes the prompt's text, so the end of a cached "
+                        "prefix cannot be found; use generate() with the whole prompt"
+                    )
+                ids = self.tokenizer(rendered[:end], add_special_tokens=False)["input_ids"]
+            else:
+                ids = self.tokenizer(f"{system}\n\n{prefix}" if system else prefix)["input_ids"]
+            self._prefix_key, self._prefix_token_ids = key, [int(token) for token in ids]
+        return self._prefix_token_ids
+
+    def _generate(self, input_ids: torch.Tensor, max_new_tokens: int, on_text: Callable[[str], None] | None,
+                  past_key_values=None) -> str:
         from transformers import GenerationConfig
 
-        input_ids = self._input_ids(prompt, system)
         if self.context_window and input_ids.shape[1] + max_new_tokens > self.context_window:
             raise GeneratorError(
                 f"the prompt has {input_ids.shape[1]} tokens; with {max_new_tokens} new tokens it exceeds the "
@@ -139,6 +193,7 @@ class LocalGenerator(Generator):
             attention_mask=torch.ones_like(input_ids),
             generation_config=config,
             streamer=_StreamerAdapter(stream),
+            **({} if past_key_values is None else {"past_key_values": past_key_values}),
         )
         new_ids = [int(token) for token in output[0, input_ids.shape[1] :] if int(token) not in stops]
         stream.ids = new_ids

@@ -9,6 +9,9 @@ the command line; local servers usually need none.
 Failures before any text has arrived (connection refused, timeout, HTTP 408, 409,
 429 and 5xx) are retried with exponential backoff (honouring `Retry-After`); a
 stream that breaks off half-way is an error, not a retry, so no text is repeated.
+
+Prompts that share a long prefix (`generate_with_prefix`, the corpus of corpus-in-context)
+are sent whole every time; the server does its own prefix caching.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ import importlib
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
-from memorag.pipeline.types import Answer, AskHooks, Corpus, UnknownModeError
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the pipeline imports this module: its names are imported where they are used
     from memorag.pipeline.core import MemoRAG
+    from memorag.pipeline.types import Answer, AskHooks, Corpus
+
 
 class Mode(ABC):
     """One way of answering over a memorized corpus.
@@ -43,7 +43,9 @@ class Mode(ABC):
 
 _MODES: dict[str, type[Mode]] = {}
 # Modules that define modes, imported on first lookup.
-MODE_MODULES: list[str] = ["memorag.modes.memorag", "memorag.modes.rag"]
+MODE_MODULES: list[str] = ["memorag.modes.memorag", "memorag.modes.rag", "memorag.modes.longrag",
+                           "memorag.modes.mixpr", "memorag.modes.cic", "memorag.modes.full", "memorag.modes.hyde",
+                           "memorag.modes.rqrag", "memorag.modes.dos"]
 
 
 def register_mode(cls: type[Mode]) -> type[Mode]:
@@ -67,5 +69,7 @@ def available_modes() -> list[str]:
 def get_mode(name: str) -> type[Mode]:
     _import_mode_modules()
     if name not in _MODES:
+        from memorag.pipeline.types import UnknownModeError
+
         raise UnknownModeError(f"unknown mode {name!r}; available modes: {', '.join(sorted(_MODES))}")
     return _MODES[name]

@@ -150,7 +150,7 @@ class MemoRAG:
         """Fail now, before any long work, if the generator cannot be reached."""
         self.generator.check()
 
-    def _new_retriever(self):
+    def new_retriever(self):
         from memorag.retrieval.dense import DenseRetriever
         from memorag.retrieval.hybrid import HybridRetriever
         from memorag.retrieval.sparse import BM25Retriever
@@ -227,7 +227,7 @@ class MemoRAG:
                     memory = self.memory_model.memorize(self._memory_text(new, True), memory=memory,
                                                         show_progress=show_progress)
         with timed(report.timings, "index"):
-            retriever = self.retriever if self.retriever is not None else self._new_retriever()
+            retriever = self.retriever if self.retriever is not None else self.new_retriever()
             retriever.add(chunks)
         # commit
         self.retriever, self.memory = retriever, memory
@@ -361,9 +361,10 @@ class MemoRAG:
     def _max_new_tokens(self, task: str) -> int:
         return self.config.summary_max_new_tokens if task == "summarize" else self.config.answer_max_new_tokens
 
-    def evidence_budget(self, query: str, task: str, language: str) -> int:
-        """Evidence tokens that fit: `evidence_tokens`, capped by what the generator's window leaves."""
-        budget = self.config.evidence_tokens
+    def evidence_budget(self, query: str, task: str, language: str, max_tokens: int | None = None) -> int:
+        """Evidence tokens that fit: `max_tokens` (default `evidence_tokens`), capped by what the
+        generator's window leaves."""
+        budget = max_tokens or self.config.evidence_tokens
         window = self.generator.context_window
         if window:
             system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
@@ -380,12 +381,13 @@ class MemoRAG:
         return budget
 
     def gather_evidence(self, queries: Sequence[str], weights: Sequence[float], task: str, query: str,
-                        language: str) -> list[Evidence]:
-        """Retrieve with every query, fuse, keep the best chunks within the budget, in document order."""
+                        language: str, *, max_tokens: int | None = None, k: int | None = None) -> list[Evidence]:
+        """Retrieve `k` hits (default `hits_per_query`) with every query, fuse, keep the best
+        chunks within the budget (`evidence_budget(max_tokens)`), in document order."""
         from memorag.retrieval.hybrid import fit_to_budget
 
-        fused, found_by = self.retrieve(queries, weights)
-        budget = self.evidence_budget(query, task, language)
+        fused, found_by = self.retrieve(queries, weights, k)
+        budget = self.evidence_budget(query, task, language, max_tokens)
         scores = {hit.chunk_id: hit.score for hit in fused}
         kept = fit_to_budget(fused, self._chunk_by_id, budget)
         evidence = [
@@ -393,9 +395,19 @@ class MemoRAG:
                      round(scores[chunk.id], 6), found_by.get(chunk.id, []), chunk.text)
             for chunk in kept
         ]
-        return self._fit_window(evidence, query, task, language)
+        return self.fit_window(evidence, query, task, language)
 
-    def _fit_window(self, evidence: list[Evidence], query: str, task: str, language: str) -> list[Evidence]:
+    def room_left(self, query: str, evidence: Sequence[Evidence], task: str, language: str) -> int | None:
+        """Tokens of the generator's window left over by the answer prompt over `evidence` and
+        the answer itself (negative: it does not fit); None when the window is unknown."""
+        window = self.generator.context_window
+        if not window:
+            return None
+        system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
+        used = self.generator.count_tokens(self._prompt(query, task, language, evidence), system)
+        return window - used - self._max_new_tokens(task)
+
+    def fit_window(self, evidence: list[Evidence], query: str, task: str, language: str) -> list[Evidence]:
         """Drop the lowest-scored evidence until the whole prompt fits the generator's window."""
         window = self.generator.context_window
         if not window:
@@ -408,14 +420,15 @@ class MemoRAG:
         return evidence
 
     def render_passages(self, evidence: Sequence[Evidence], language: str = "en") -> str:
-        """The evidence as numbered passages; overlapping or touching chunks of one document
-        (in document order) are merged into one passage, so no text is repeated."""
+        """The evidence as numbered passages, in the given order; a chunk that overlaps or touches
+        the previous one of the same document is merged into its passage, so no text is repeated."""
         texts = {document.id: document.text for document in self.documents}
         merged: list[list] = []  # [doc_id, title, start, end]
         for item in evidence:
             last = merged[-1] if merged else None
-            if last is not None and last[0] == item.doc_id and item.start_char <= last[3] + 1:
-                last[3] = max(last[3], item.end_char)
+            if (last is not None and last[0] == item.doc_id and item.start_char <= last[3] + 1
+                    and item.end_char >= last[2] - 1):
+                last[2], last[3] = min(last[2], item.start_char), max(last[3], item.end_char)
             else:
                 merged.append([item.doc_id, item.title, item.start_char, item.end_char])
         return "\n\n".join(

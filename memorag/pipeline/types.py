@@ -14,11 +14,13 @@ from memorag import prompts
 from memorag.config import ConfigError
 from memorag.memory.config import MemoryConfig
 from memorag.retrieval.chunking import Chunk, Document
+from memorag.retrieval.unit_index import LINK_POLICIES
 
-Task = Literal["qa", "memorag", "summarize"]
-TASKS: tuple[str, ...] = ("qa", "memorag", "summarize")
+Task = Literal["qa", "memorag", "summarize", "retrieval"]
+TASKS: tuple[str, ...] = ("qa", "memorag", "summarize", "retrieval")  # retrieval: the cic mode's document ids
 RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
 CLUE_KINDS: tuple[str, ...] = ("spans", "questions", "draft")
+MIXPR_ROUTERS: tuple[str, ...] = ("llm", "rules")
 
 # The settings a saved pipeline was built with; loading it with other values is refused.
 IDENTITY_KEYS: tuple[str, ...] = ("memory_model", "memory", "embedder", "retriever", "chunk_tokens", "overlap_tokens")
@@ -100,6 +102,27 @@ class PipelineConfig:
     evidence_tokens: int = 1024  # most evidence tokens given to the generator (also capped by its window)
     answer_max_new_tokens: int = 128
     summary_max_new_tokens: int = 320
+    # the longrag mode (memorag/modes/longrag.py); its reader reads whole units, not `evidence_tokens`
+    longrag_max_tokens: int = 4096  # cap on a unit's tokens (only a single longer document exceeds it)
+    longrag_links: Literal["auto", "given", "terms"] = "auto"  # grouping links; see unit_index.choose_links
+    longrag_chunk_tokens: int | None = None  # MaxP chunks; None: 512, fewer if the embedder reads fewer
+    longrag_units: int = 4  # most units given to the reader (fewer when the generator's window is smaller)
+    longrag_long_answer_tokens: int = 256  # the reader's first turn, the long answer
+    # the mixpr mode (memorag/modes/mixpr.py)
+    mixpr_router: Literal["llm", "rules"] = "llm"  # local/global: ask the generator, or the rule-based router
+    mixpr_top_k: int = 100  # most chunks given to the generator (also capped by the evidence budget)
+    # the cic mode (memorag/modes/cic.py): the whole corpus in the prompt
+    cic_examples: int = 2  # few-shot examples built from the corpus itself (0: none)
+    cic_seed: int = 0  # picks the examples' documents and sentences
+    # the hyde mode (memorag/modes/hyde.py)
+    hyde_max_new_tokens: int = 128  # the hypothetical answer passage
+    hyde_query_weight: float = 1.0  # fusion weight of the query's own hits (the passage's weigh 1)
+    # the rqrag mode (memorag/modes/rqrag.py)
+    rqrag_max_queries: int = 4  # rewritten and sub-questions kept from the generator's reply
+    rqrag_max_new_tokens: int = 96
+    rqrag_query_weight: float = 1.0  # fusion weight of the query's own hits (each rewritten query's weigh 1)
+    # the dos mode (memorag/modes/dos.py); rag and the other modes use `evidence_tokens`
+    dos_evidence_tokens: int = 8192  # evidence budget (also capped by the generator's window)
 
     def __post_init__(self) -> None:
         if self.retriever not in RETRIEVERS:
@@ -117,6 +140,23 @@ class PipelineConfig:
                 raise ConfigError(f"{name}={getattr(self, name)} must be at least 1")
         if self.language not in ("auto", *prompts.LANGUAGES):
             raise ConfigError(f"language={self.language!r}; choose auto or one of {', '.join(prompts.LANGUAGES)}")
+        for name in ("longrag_max_tokens", "longrag_units", "longrag_long_answer_tokens", "mixpr_top_k"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.longrag_chunk_tokens is not None and self.longrag_chunk_tokens < 8:
+            raise ConfigError(f"longrag_chunk_tokens={self.longrag_chunk_tokens} is too small (at least 8, or None)")
+        if self.longrag_links not in LINK_POLICIES:
+            raise ConfigError(f"longrag_links={self.longrag_links!r}; choose one of {', '.join(LINK_POLICIES)}")
+        if self.mixpr_router not in MIXPR_ROUTERS:
+            raise ConfigError(f"mixpr_router={self.mixpr_router!r}; choose one of {', '.join(MIXPR_ROUTERS)}")
+        for name in ("hyde_max_new_tokens", "rqrag_max_queries", "rqrag_max_new_tokens", "dos_evidence_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.cic_examples < 0:
+            raise ConfigError(f"cic_examples={self.cic_examples} must be 0 or more")
+        for name in ("hyde_query_weight", "rqrag_query_weight"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name}={getattr(self, name)} must be above 0")
         if self.memory_weights is not None:
             self.memory_weights = os.path.abspath(os.path.expanduser(str(self.memory_weights)))
 
@@ -130,6 +170,8 @@ class Evidence:
     """A retrieved chunk given to the generator: where it is, how it scored, which queries found it.
 
     `queries` are indices into the retrieval queries: 0 is the user's query, 1.. the clues.
+    Modes that read no chunks give spans with `chunk_id` -1: whole documents (cic), the kept
+    head and tail of the corpus (full).
     """
 
     chunk_id: int
@@ -156,7 +198,10 @@ class Answer:
     evidence: list[Evidence] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, and "total"
     generator: str = ""  # who wrote `answer`
-    raw_clues: dict[str, str] = field(default_factory=dict)  # the memory model's replies, before parsing
+    raw_clues: dict[str, str] = field(default_factory=dict)  # the replies that became `clues`, before parsing
+    predicted_ids: list[str] = field(default_factory=list)  # cic: document ids the reply names, in its order
+    warnings: list[str] = field(default_factory=list)  # what the mode had to cut or could not read
+    raw_reply: str = ""  # cic: the generator's reply before parsing
 
     def __str__(self) -> str:
         return self.answer

@@ -255,8 +255,9 @@ class MixPRRetriever(Retriever):
             return route_rule_based(query)
         return parsed
 
-    def scores(self, query: str, route: Route | None = None) -> np.ndarray:
-        """PageRank mass of every corpus chunk for ``query``, in insertion order: [N]."""
+    def query_graph(self, query: str) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The corpus graph with the query's chunks appended as the last M nodes, and the
+        personalization vector (uniform over those nodes): [N + M, N + M] and [N + M]."""
         graph = self.graph  # builds if needed
         assert self._encoder is not None and self._vectors is not None
         pieces = [span.text for span in split_sentences_for_mixpr(query, self.max_words)] or [query]
@@ -266,8 +267,13 @@ class MixPRRetriever(Retriever):
         full_graph = append_nodes(graph, query_to_corpus, query_to_query)  # [N + M, N + M]
         personalization = np.zeros(full_graph.shape[0])
         personalization[len(self) :] = 1.0
+        return full_graph, personalization
+
+    def scores(self, query: str, route: Route | None = None) -> np.ndarray:
+        """PageRank mass of every corpus chunk for ``query``, in insertion order: [N]."""
         if route not in (None, "local", "global"):
             raise ValueError(f"route must be 'local', 'global' or None, got {route!r}")
+        full_graph, personalization = self.query_graph(query)
         alpha = self.alpha_global if (route or self.route(query)) == "global" else self.alpha_local
         mass = pagerank(full_graph, personalization, alpha, self.max_iter, self.tol, self.dangling)
         return mass[: len(self)]

@@ -80,7 +80,7 @@ def test_bad_arguments_fail_clearly(tmp_path, short_text):
         (("ask", "--context", str(short_text), "   "), "query is empty"),
         (("ask", str(tmp_path), ""), "query is empty"),
         (("ask", "only-a-query"), "give the folder"),
-        (("ask", "--context", str(short_text), "q", "--mode", "no-such-mode"), "available modes: memorag, rag"),
+        (("ask", "--context", str(short_text), "q", "--mode", "no-such-mode"), "available modes: cic, dos, full, hyde"),
         (("ask", "--context", str(short_text), "q", "--mode", "rag", "--task", "memorag"), "does not do task"),
         (("ask", "--context", str(short_text), "q", "--set", "no_such_key=1"), "unknown key"),
         (("ask", str(tmp_path / "nothing"), "q"), "not a saved memorag pipeline"),

@@ -1,0 +1,127 @@
+"""The `full` mode: the whole corpus as context, cut in the middle to the generator's window.
+
+LongBench's rule: when the context is longer than the budget, keep its first half and
+its last half of the budget's tokens and drop the middle (the start and the end of a
+long text usually matter most). The budget is what the generator's window leaves after
+the prompt and the answer. Here only the context is cut (LongBench cuts the whole
+prompt; its instructions sit at both ends, so they survive, as ours do untouched).
+
+The corpus is the documents in order, counted in the pipeline's tokenizer (the one
+chunks are counted in); the prompt is then counted in the generator's own tokens, and
+the budget shrinks by any excess until it fits. The kept pieces are the evidence
+(`chunk_id` -1): whole documents, the head's last document up to the cut, the tail's
+first document from the cut, each with exact character offsets. They are shown as
+passages (`render_passages`), which merges two pieces of one document only where they
+touch, i.e. when what was dropped between them is a single character.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memorag.modes.base import Mode, register_mode
+from memorag.pipeline.types import Answer, AskHooks, Corpus, Evidence, PipelineError, timed
+
+
+@register_mode
+class FullMode(Mode):
+    """The corpus, truncated in the middle to the generator's window, then answered."""
+
+    name = "full"
+    tasks = ("qa", "summarize")
+    default_task = "qa"
+
+    def __init__(self, pipeline):
+        super().__init__(pipeline)
+        self._token_spans: list[np.ndarray] | None = None
+
+    def prepare(self, corpus: Corpus) -> None:
+        self._token_spans = None
+
+    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
+        rag = self.pipeline
+        language = rag.language_of(query)
+        timings: dict[str, float] = {}
+        warnings: list[str] = []
+        with timed(timings, "truncate"):
+            evidence = self.fit(query, task, language)
+        total = sum(len(spans) for spans in self.token_spans())
+        kept = sum(item.num_tokens for item in evidence)
+        if kept < total:
+            warnings.append(f"full: the corpus has {total} tokens; the generator's window takes {kept}, so the "
+                            f"first {kept // 2} and the last {kept // 2} were kept and the "
+                            f"{total - kept} in the middle dropped")
+        hooks.evidence(evidence)
+        with timed(timings, "generate"):
+            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
+        return Answer(query, task, self.name, text, [], evidence, timings, rag.generator.name, warnings=warnings)
+
+    def token_spans(self) -> list[np.ndarray]:
+        """Each document's tokens as (start, end) character offsets ([N_tokens, 2]), in the
+        pipeline's tokenizer; computed once per corpus."""
+        if self._token_spans is None:
+            spans = []
+            for document in self.pipeline.documents:
+                encoding = self.pipeline.tokenizer(document.text, add_special_tokens=False,
+                                                   return_offsets_mapping=True, verbose=False)
+                if "offset_mapping" not in encoding:
+                    raise PipelineError("the full mode cuts text by token offsets; the tokenizer gives none "
+                                        "(use a Hugging Face fast tokenizer)")
+                offsets = np.asarray(encoding["offset_mapping"], dtype=np.int64).reshape(-1, 2)  # [N, 2]
+                spans.append(offsets[offsets[:, 1] > offsets[:, 0]])
+            self._token_spans = spans
+        return self._token_spans
+
+    def fit(self, query: str, task: str, language: str) -> list[Evidence]:
+        """The corpus cut to what the generator's window leaves (see the module docstring)."""
+        rag = self.pipeline
+        budget = rag.room_left(query, [], task, language)
+        if budget is None:
+            raise PipelineError(f"the full mode cuts the corpus to the generator's window, and the window of "
+                                f"{rag.generator.name} is unknown; set generator_window")
+        while True:
+            if budget < 2:
+                raise PipelineError("the generator's window leaves no room for the corpus after the prompt and the "
+                                    "answer; shorten the query or lower answer_max_new_tokens")
+            evidence = self.head_and_tail(budget)
+            left = rag.room_left(query, evidence, task, language)
+            if left >= 0:
+                return evidence
+            budget = min(budget - 1, budget + left)
+
+    def head_and_tail(self, budget: int) -> list[Evidence]:
+        """The whole corpus if it has at most `budget` tokens, else its first `budget // 2`
+        and last `budget // 2` tokens, as pieces of documents in corpus order."""
+        documents = self.pipeline.documents
+        spans = self.token_spans()
+        if sum(len(tokens) for tokens in spans) <= budget:
+            return [self._piece(number, 0, len(spans[number])) for number in range(len(documents))]
+        half = budget // 2
+        head: list[Evidence] = []
+        left = half
+        for number, tokens in enumerate(spans):
+            if left == 0:
+                break
+            take = min(left, len(tokens))
+            if take:
+                head.append(self._piece(number, 0, take))
+            left -= take
+        tail: list[Evidence] = []
+        left = half
+        for number in reversed(range(len(spans))):
+            if left == 0:
+                break
+            take = min(left, len(spans[number]))
+            if take:
+                tail.append(self._piece(number, len(spans[number]) - take, len(spans[number])))
+            left -= take
+        return head + tail[::-1]
+
+    def _piece(self, number: int, first: int, stop: int) -> Evidence:
+        """Tokens `first`..`stop`-1 of document `number`; a piece that reaches a document's
+        start or end takes the text up to it (whitespace around the tokens included)."""
+        document = self.pipeline.documents[number]
+        tokens = self.token_spans()[number]
+        start = 0 if first == 0 else int(tokens[first, 0])
+        end = len(document.text) if stop == len(tokens) else int(tokens[stop - 1, 1])
+        return Evidence(-1, document.id, document.title, start, end, stop - first, 0.0, [], document.text[start:end])

@@ -1,0 +1,90 @@
+"""The `mixpr` mode: Mixture-of-PageRanks retrieval over short sentence chunks.
+
+`prepare` cuts the corpus into MixPR chunks (at most 32 words: sentences, then lines, then
+even word splits; their tokens counted with the memory model's tokenizer for budgeting)
+and builds the TF-IDF chunk graph of `memorag.retrieval.mixpr.MixPRRetriever`, whose
+docstring states the PageRank convention (restart weight 0.6 local, 0 global; at most 18
+iterations; dangling nodes spread their mass uniformly).
+
+`answer` routes the request first. Task summarize is global. Task qa asks the generator
+with the router prompt (`prompts.MIXPR_ROUTER`: the query and the first two and last two
+chunks), or uses the rule-based router when `mixpr_router="rules"`. A router reply that
+names neither local nor global falls back to the rule-based router, and a warning is
+logged (the stated policy of `MixPRRetriever.route`). The best `mixpr_top_k` chunks, as
+many as fit the pipeline's evidence budget (`evidence_tokens`, capped by the generator's
+window), go to the generator in document order.
+
+The `Answer`: `evidence` are MixPR chunks (their `chunk_id` is their node in this mode's
+graph, not one of `pipeline.chunks`); `raw_clues["route"]` is the route taken and
+`raw_clues["router_reply"]` the generator's reply to the router prompt, when it was asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memorag import prompts
+from memorag.modes.base import Mode, register_mode
+from memorag.pipeline.types import Answer, AskHooks, Corpus, Evidence, timed
+from memorag.retrieval.chunking import chunk_documents_for_mixpr
+from memorag.retrieval.hybrid import fit_to_budget
+from memorag.retrieval.mixpr import MixPRRetriever, Route
+
+ROUTER_MAX_NEW_TOKENS = 16  # the router answers one word; a little room for a chatty model
+
+
+@register_mode
+class MixPRMode(Mode):
+    """MixPR: personalized PageRank on a sparse TF-IDF graph of sentence chunks, routed local/global."""
+
+    name = "mixpr"
+    tasks = ("qa", "summarize")
+    default_task = "qa"
+
+    retriever: MixPRRetriever | None = None
+
+    def prepare(self, corpus: Corpus) -> None:
+        chunks = chunk_documents_for_mixpr(list(corpus.documents), tokenizer=self.pipeline.tokenizer)
+        retriever = MixPRRetriever()
+        retriever.add(chunks)
+        retriever.build()
+        self.retriever, self._chunk_by_id = retriever, {chunk.id: chunk for chunk in chunks}
+
+    def route(self, query: str, task: str, language: str) -> tuple[Route, str | None]:
+        """The route for `query`, and the generator's router reply (None when it was not asked)."""
+        assert self.retriever is not None, "the pipeline prepares a mode before it answers"
+        if task == "summarize":
+            return "global", None
+        replies: list[str] = []
+
+        def ask_generator(question: str, excerpts: Sequence[str]) -> str:
+            prompt = prompts.fill(prompts.MIXPR_ROUTER, language, query=question,
+                                  excerpts="\n\n".join(f"- {text}" for text in excerpts))
+            replies.append(self.pipeline.generator.generate(prompt, max_new_tokens=ROUTER_MAX_NEW_TOKENS))
+            return replies[-1]
+
+        self.retriever.router = ask_generator if self.pipeline.config.mixpr_router == "llm" else None
+        return self.retriever.route(query), (replies[0] if replies else None)
+
+    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
+        rag = self.pipeline
+        assert self.retriever is not None, "the pipeline prepares a mode before it answers"
+        language = rag.language_of(query)
+        timings: dict[str, float] = {}
+        with timed(timings, "route"):
+            route, reply = self.route(query, task, language)
+        with timed(timings, "retrieve"):
+            hits = self.retriever.search([query], rag.config.mixpr_top_k, route=route)[0]  # best first
+            kept = fit_to_budget(hits, self._chunk_by_id, rag.evidence_budget(query, task, language))
+            scores = {hit.chunk_id: hit.score for hit in hits}
+            evidence = [
+                Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char, chunk.num_tokens,
+                         scores[chunk.id], [0], chunk.text)
+                for chunk in kept
+            ]
+            evidence = rag.fit_window(evidence, query, task, language)
+        hooks.evidence(evidence)
+        with timed(timings, "generate"):
+            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
+        raw = {"route": route} if reply is None else {"route": route, "router_reply": reply}
+        return Answer(query, task, self.name, text, [], evidence, timings, rag.generator.name, raw)

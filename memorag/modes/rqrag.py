@@ -1,0 +1,78 @@
+"""The `rqrag` mode: the generator rewrites the query and breaks it into sub-questions; all retrieve.
+
+RQ-RAG (Chan et al. 2024) refines a query before retrieving: rewriting it, decomposing
+a multi-hop question into simpler ones. Here one prompt asks the generator for both, one
+question per line (the rewrite first); the reply is cleaned by the clue parser, at most
+`rqrag_max_queries` are kept. The query and each of them retrieve `hits_per_query`
+chunks; the lists are fused with weight `rqrag_query_weight` for the query (default 1)
+and 1 for each generated question. `Answer.clues` holds them (retrieval queries 1..).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from memorag import prompts
+from memorag.clues import combine_clues, parse_clues
+from memorag.modes.base import Mode, register_mode
+from memorag.pipeline.types import Answer, AskHooks, timed
+
+logger = logging.getLogger(__name__)
+
+# Labels a model puts before its lines ("Rewritten question:", "Sub-question 2:", "改写后的问题："),
+# after an optional number or bullet; the clue parser knows the generic ones ("Question 1:").
+_LABEL = re.compile(
+    r"^\s*(?:[-*\u2022]\s*|\d{1,2}[.)]\s*)?"
+    r"(?:(?:rewritten|rewrite|reworded|refined|search|simpler|sub-?)\s*(?:questions?|query|queries)?"
+    r"|\u6539\u5199\u540e\u7684\u95ee\u9898|\u6539\u5199|\u5c0f\u95ee\u9898|\u5b50\u95ee\u9898)\s*\d{0,2}\s*[:\uff1a]\s*",
+    re.IGNORECASE,
+)
+
+
+def parse_queries(reply: str, query: str, language: str, max_queries: int) -> list[str]:
+    """The rewritten and sub-questions in the reply: labels, numbering and acknowledgements
+    removed, repeats and echoes of `query` dropped, at most `max_queries`.
+
+    The echo filter is given the instruction without the question: sub-questions are made
+    of the question's own words by design, which the clue parser would otherwise drop as
+    restatements of it.
+    """
+    lines = "\n".join(_LABEL.sub("", line, count=1) for line in reply.splitlines())
+    instruction = prompts.fill(prompts.RQRAG_QUERIES, language, question="", max_queries=str(max_queries))
+    found = parse_clues(lines, prompt=instruction, query="", max_clues=max_queries + 1)
+    return combine_clues([found], max_queries, query)
+
+
+@register_mode
+class RQRAGMode(Mode):
+    """Rewritten and decomposed queries retrieve beside the query; the generator answers."""
+
+    name = "rqrag"
+    tasks = ("qa",)
+    default_task = "qa"
+
+    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
+        rag = self.pipeline
+        config = rag.config
+        language = rag.language_of(query)
+        timings: dict[str, float] = {}
+        warnings: list[str] = []
+        with timed(timings, "rewrite"):
+            prompt = prompts.fill(prompts.RQRAG_QUERIES, language, question=query,
+                                  max_queries=str(config.rqrag_max_queries))
+            reply = rag.generator.generate(prompt, max_new_tokens=config.rqrag_max_new_tokens)
+            extra = parse_queries(reply, query, language, config.rqrag_max_queries)
+        if not extra:
+            warnings.append("rqrag: no rewritten or sub-question could be read from the generator's reply; the "
+                            "query retrieved alone")
+            logger.warning(warnings[-1])
+        hooks.clues(extra)
+        with timed(timings, "retrieve"):
+            evidence = rag.gather_evidence([query, *extra], [config.rqrag_query_weight] + [1.0] * len(extra),
+                                           task, query, language)
+        hooks.evidence(evidence)
+        with timed(timings, "generate"):
+            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
+        return Answer(query, task, self.name, text, extra, evidence, timings, rag.generator.name,
+                      {"rqrag": reply}, warnings=warnings)
