@@ -11,13 +11,13 @@ in memorag/data/clue_builder.py and memorag/prompts.py.
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from memorag.data.clue_builder import ChatEndpoint, ClueFilter, build_clue_data, read_rows  # noqa: E402
+from memorag.data.clue_builder import ClueFilter, build_clue_data, read_rows  # noqa: E402
+from memorag.generation import OpenAIGenerator  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -39,12 +39,11 @@ def main(argv=None) -> int:
     parser.add_argument("--max-context-chars", type=int, default=None,
                         help="cut the context shown to the LLM (the sample keeps it whole)")
     args = parser.parse_args(argv)
-    endpoint = ChatEndpoint(args.base_url, args.model, api_key=os.environ.get(args.api_key_env),
-                            timeout=args.timeout, max_retries=args.max_retries, backoff=args.backoff,
-                            max_tokens=args.max_tokens)
+    generator = OpenAIGenerator(args.base_url, args.model, api_key_env=args.api_key_env, timeout=args.timeout,
+                                max_retries=args.max_retries, backoff=args.backoff)
     rules = ClueFilter(max_clues=args.max_clues, max_clue_words=args.max_clue_words, min_grounding=args.min_grounding)
-    stats = build_clue_data(read_rows(args.input), args.output, endpoint, rules, workers=args.workers,
-                            max_context_chars=args.max_context_chars)
+    stats = build_clue_data(read_rows(args.input), args.output, generator, rules, workers=args.workers,
+                            max_context_chars=args.max_context_chars, max_reply_tokens=args.max_tokens)
     print(json.dumps(stats, indent=1))
     return 0 if stats.get("kept") else 1
 

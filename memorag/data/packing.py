@@ -18,26 +18,47 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .sources import Block, expand_files, hf_documents, read_blocks
+
+if TYPE_CHECKING:
+    from memorag.training.config import DataSection
 
 Tokenize = Callable[[str], list[int]]
 
 
 @dataclass(frozen=True)
 class PackingSpec:
+    """How a token stream is read and cut: the data knobs, then what the run decides.
+
+    The data knobs (lengths, file order, BOS/EOS, text field, read size) are declared,
+    with their defaults and checks, once: in the training config's `data` section
+    (`memorag.training.config.DataSection`). `from_data` builds a spec from it.
+    """
+
     min_length: int
     max_length: int
-    sequences_per_batch: int = 1
-    length_multiple: int = 1
-    seed: int = 0
-    shuffle_files: bool = True
-    add_bos: bool = True
-    add_eos: bool = True
-    text_field: str = "text"
-    read_chars: int = 65536
-    max_epochs: int | None = None  # None: cycle through the data forever
+    length_multiple: int
+    shuffle_files: bool
+    add_bos: bool
+    add_eos: bool
+    text_field: str
+    read_chars: int
+    sequences_per_batch: int
+    seed: int
+    max_epochs: int | None  # None: cycle through the data forever
+
+    @classmethod
+    def from_data(
+        cls, data: DataSection, *, sequences_per_batch: int, seed: int, max_epochs: int | None
+    ) -> PackingSpec:
+        return cls(
+            min_length=data.min_length, max_length=data.max_length, length_multiple=data.length_multiple,
+            shuffle_files=data.shuffle_files, add_bos=data.add_bos, add_eos=data.add_eos,
+            text_field=data.text_field, read_chars=data.read_chars,
+            sequences_per_batch=sequences_per_batch, seed=seed, max_epochs=max_epochs,
+        )
 
     def __post_init__(self) -> None:
         low, high = self.length_bounds

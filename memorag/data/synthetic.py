@@ -333,13 +333,14 @@ def _niah(
     filler: Filler,
     tolerance: float,
     *,
-    num_keys: int,
-    num_values: int,
-    num_queries: int,
     key_type: str,
     value_type: str,
-    depth: float | None,
+    num_keys: int = 1,
+    num_values: int = 1,
+    num_queries: int = 1,
+    depth: float | None = None,
 ) -> _Draft:
+    """The RULER needle task; the ``niah_*`` builders below are its four shapes (one needle by default)."""
     if num_keys < 1 or num_values < 1 or num_queries < 1:
         raise ValueError("num_keys, num_values and num_queries must be >= 1")
     if depth is not None and not 0.0 <= depth <= 1.0:
@@ -399,17 +400,7 @@ def niah_single(
 ) -> _Draft:
     """One needle; ask for its value."""
     return _niah(
-        rng,
-        target,
-        counter,
-        filler,
-        tolerance,
-        num_keys=1,
-        num_values=1,
-        num_queries=1,
-        key_type=key_type,
-        value_type=value_type,
-        depth=depth,
+        rng, target, counter, filler, tolerance, key_type=key_type, value_type=value_type, depth=depth
     )
 
 
@@ -426,17 +417,7 @@ def niah_multikey(
 ) -> _Draft:
     """``num_keys`` needles with different keys; ask for one key's value."""
     return _niah(
-        rng,
-        target,
-        counter,
-        filler,
-        tolerance,
-        num_keys=num_keys,
-        num_values=1,
-        num_queries=1,
-        key_type=key_type,
-        value_type=value_type,
-        depth=None,
+        rng, target, counter, filler, tolerance, key_type=key_type, value_type=value_type, num_keys=num_keys
     )
 
 
@@ -458,12 +439,9 @@ def niah_multivalue(
         counter,
         filler,
         tolerance,
-        num_keys=1,
-        num_values=num_values,
-        num_queries=1,
         key_type=key_type,
         value_type=value_type,
-        depth=None,
+        num_values=num_values,
     )
 
 
@@ -485,12 +463,10 @@ def niah_multiquery(
         counter,
         filler,
         tolerance,
-        num_keys=num_queries,
-        num_values=1,
-        num_queries=num_queries,
         key_type=key_type,
         value_type=value_type,
-        depth=None,
+        num_keys=num_queries,
+        num_queries=num_queries,
     )
 
 

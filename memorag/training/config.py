@@ -189,8 +189,9 @@ class EvalSection:
     """Held-out perplexity of the last `score_windows` windows of each held-out sequence.
 
     The sequences are the first `num_sequences` packed sequences of `seq_length` tokens
-    from `files`. Conditions: the memory at each of `ratios`, the window alone (no
-    memory) and the full context (when it fits in the model's positions).
+    from `files`, read as `data.files` are (its `text_field`, BOS/EOS, `read_chars`),
+    in the given file order. Conditions: the memory at each of `ratios`, the window
+    alone (no memory) and the full context (when it fits in the model's positions).
     `every_steps` = 0 turns evaluation during training off; `at_start` / `at_end` run it
     before the first and after the last step. `other_text_control` adds, per ratio, the
     same scored windows after a memory of another held-out sequence (a content check).

@@ -27,7 +27,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -110,8 +110,10 @@ def heldout_sequences(cfg, tokenizer) -> list[list[int]]:
     ev, data = cfg.eval, cfg.data
     if not ev.files:
         raise ValueError("eval.files is empty: name the held-out text files")
-    spec = PackingSpec(min_length=ev.seq_length, max_length=ev.seq_length, seed=cfg.seed, shuffle_files=False,
-                       add_bos=data.add_bos, add_eos=data.add_eos, read_chars=data.read_chars, max_epochs=1)
+    spec = replace(
+        PackingSpec.from_data(data, sequences_per_batch=1, seed=cfg.seed, max_epochs=1),
+        min_length=ev.seq_length, max_length=ev.seq_length, length_multiple=1, shuffle_files=False,
+    )
     tokenize = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
     stream = PackedBatches(ev.files, tokenize, spec, tokenizer.bos_token_id, tokenizer.eos_token_id)
     sequences = [batch[0] for _, batch in zip(range(ev.num_sequences), stream)]

@@ -158,12 +158,7 @@ class Trainer:
                 f"data.max_length={data.max_length} is beyond the model's reach at ratio {min(cfg.memory.ratios)} "
                 f"({self.max_positions} positions, window {cfg.memory.window}); shorten the sequences"
             )
-        spec = PackingSpec(
-            min_length=data.min_length, max_length=data.max_length, sequences_per_batch=per_batch,
-            length_multiple=data.length_multiple, seed=cfg.seed, shuffle_files=data.shuffle_files,
-            add_bos=data.add_bos, add_eos=data.add_eos, text_field=data.text_field, read_chars=data.read_chars,
-            max_epochs=epochs,
-        )
+        spec = PackingSpec.from_data(data, sequences_per_batch=per_batch, seed=cfg.seed, max_epochs=epochs)
         hf = (data.hf_dataset, data.hf_config, data.hf_split) if data.hf_dataset else None
         return PackedBatches(data.files, self._tokenize, spec, self.tokenizer.bos_token_id,
                              self.tokenizer.eos_token_id, hf_dataset=hf)

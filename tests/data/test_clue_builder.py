@@ -1,4 +1,4 @@
-"""The clue-data builder against a fake OpenAI-compatible server (http.server in a thread)."""
+"""The clue-data builder against a fake OpenAI-compatible server (http.server in a thread) and a fake generator."""
 
 from __future__ import annotations
 
@@ -10,14 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from memorag.data import read_sft_jsonl
-from memorag.data.clue_builder import (
-    ChatEndpoint,
-    ClueFilter,
-    Context,
-    EndpointError,
-    build_clue_data,
-    extract_clues,
-)
+from memorag.data.clue_builder import ClueFilter, Context, build_clue_data, build_sample, extract_clues
+from memorag.generation import Generator, GeneratorError, OpenAIGenerator
+from memorag.prompts import CLUE_BUILDER_SYSTEM
 
 CONTEXT = ("Now it came to pass in the days when the judges ruled, that there was a famine in the land. "
            "And a certain man of Bethlehemjudah went to sojourn in the country of Moab, he, and his wife, "
@@ -89,11 +84,12 @@ REPLIES = {
 }
 
 
-def test_builder_keeps_grounded_clues_and_drops_the_rest(tmp_path):
+def test_builder_keeps_grounded_clues_and_drops_the_rest(tmp_path, monkeypatch):
     out = tmp_path / "clues.jsonl"
+    monkeypatch.setenv("CLUE_TEST_KEY", "k")
     with FakeLLM(REPLIES) as server:
-        endpoint = ChatEndpoint(server.url, "fake-model", api_key="k", timeout=5, max_retries=0)
-        stats = build_clue_data(ROWS, out, endpoint, workers=3)
+        generator = OpenAIGenerator(server.url, "fake-model", api_key_env="CLUE_TEST_KEY", timeout=5, max_retries=0)
+        stats = build_clue_data(ROWS, out, generator, workers=3, max_reply_tokens=300)
     assert stats["rows"] == 4 and stats["kept"] == 2
     assert stats["echo of the prompt"] == 3 and stats["not in the context"] == 1 and stats["empty reply"] == 1
     samples = [json.loads(line) for line in out.read_text().splitlines()]
@@ -106,31 +102,64 @@ def test_builder_keeps_grounded_clues_and_drops_the_rest(tmp_path):
     request = server.requests[0]
     assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer k"
     assert request["model"] == "fake-model" and CONTEXT in request["messages"][-1]["content"]
+    assert request["max_tokens"] == 300
     assert not list(tmp_path.glob(".clues.jsonl.*"))  # no temporary file left
 
 
 def test_builder_retries_busy_servers(tmp_path):
     with FakeLLM(REPLIES, fail_first=2) as server:
-        endpoint = ChatEndpoint(server.url, "m", timeout=5, max_retries=3, backoff=0.01)
-        stats = build_clue_data(ROWS[:1], tmp_path / "o.jsonl", endpoint, workers=1)
+        generator = OpenAIGenerator(server.url, "m", timeout=5, max_retries=3, backoff=0.01)
+        stats = build_clue_data(ROWS[:1], tmp_path / "o.jsonl", generator, workers=1)
     assert stats["kept"] == 1 and len(server.requests) == 3
 
 
 def test_builder_gives_up_on_refusals_without_retrying(tmp_path):
     with FakeLLM(REPLIES, fail_first=10, status=401) as server:
-        endpoint = ChatEndpoint(server.url, "m", timeout=5, max_retries=3, backoff=0.01)
-        with pytest.raises(EndpointError, match="HTTP 401"):
-            endpoint.complete([{"role": "user", "content": "hi"}])
+        generator = OpenAIGenerator(server.url, "m", timeout=5, max_retries=3, backoff=0.01)
+        with pytest.raises(GeneratorError, match="HTTP 401"):
+            generator.generate("hi")
         assert len(server.requests) == 1
-        stats = build_clue_data(ROWS[:2], tmp_path / "o.jsonl", endpoint, workers=2)
+        stats = build_clue_data(ROWS[:2], tmp_path / "o.jsonl", generator, workers=2)
     assert stats == {"rows": 2, "endpoint error": 2}
     assert (tmp_path / "o.jsonl").read_text() == ""
 
 
-def test_unreachable_endpoint_times_out_and_fails_clearly():
-    endpoint = ChatEndpoint("http://127.0.0.1:9/v1", "m", timeout=0.5, max_retries=1, backoff=0.01)
-    with pytest.raises(EndpointError, match="failed 2 times"):
-        endpoint.complete([{"role": "user", "content": "hi"}])
+def test_unreachable_endpoint_fails_every_row_after_its_retries(tmp_path):
+    generator = OpenAIGenerator("http://127.0.0.1:9/v1", "m", timeout=0.5, max_retries=1, backoff=0.01)
+    with pytest.raises(GeneratorError, match="gave up after 2 attempts"):
+        generator.generate("hi")
+    stats = build_clue_data(ROWS[:2], tmp_path / "o.jsonl", generator, workers=2)
+    assert stats == {"rows": 2, "endpoint error": 2}
+
+
+class FakeGenerator(Generator):
+    """A fake in-process generator: records each call; answers by the question, or fails on `failing_on`."""
+
+    def __init__(self, failing_on: str):
+        self.failing_on = failing_on
+        self.calls: list[dict] = []
+
+    def generate(self, prompt, *, system=None, max_new_tokens=256, on_text=None):
+        self.calls.append({"prompt": prompt, "system": system, "max_new_tokens": max_new_tokens})
+        if self.failing_on in prompt:
+            raise GeneratorError("scripted failure")
+        return next((reply for key, reply in REPLIES.items() if key in prompt), "")
+
+    def count_tokens(self, prompt, system=None):
+        return len(prompt.split())
+
+
+def test_builder_drives_any_generator_through_the_generator_interface():
+    generator = FakeGenerator(failing_on="What did the judges eat?")
+    sample, dropped = build_sample(ROWS[0], generator, ClueFilter(), max_context_chars=40, max_reply_tokens=77)
+    call = generator.calls[-1]
+    assert call["system"] == CLUE_BUILDER_SYSTEM["en"] and call["max_new_tokens"] == 77
+    assert CONTEXT[:40] in call["prompt"] and CONTEXT[:41] not in call["prompt"]  # the LLM sees the cut context
+    assert "Who was the wife of Elimelech?" in call["prompt"] and "Naomi" in call["prompt"]
+    assert sample is not None and sample["context"] == CONTEXT  # the sample keeps it whole
+    assert sample["target"].splitlines()[0] == "the name of the man was Elimelech, and the name of his wife Naomi"
+    assert dropped == Counter({"echo of the prompt": 1})
+    assert build_sample(ROWS[2], generator, ClueFilter()) == (None, Counter({"endpoint error": 1}))
 
 
 def test_filter_rules():

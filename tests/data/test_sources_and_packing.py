@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from memorag.data import PackedBatches, PackingSpec, collate_sequences, expand_files, rank_slice, read_blocks
 from memorag.data.sources import Block
+from memorag.training.config import DataSection
 
 
 def fake_tokenize(text: str) -> list[int]:
@@ -81,10 +83,24 @@ def test_expand_files_folders_globs_and_errors(tmp_path):
 
 
 def spec(**overrides) -> PackingSpec:
-    settings = dict(min_length=64, max_length=128, length_multiple=16, sequences_per_batch=2, seed=7,
-                    read_chars=1024, max_epochs=None)
-    settings.update(overrides)
-    return PackingSpec(**settings)
+    """A spec from a `data` config section, as the trainer builds it; run-level settings apart."""
+    run = {"sequences_per_batch": 2, "seed": 7, "max_epochs": None}
+    run.update({name: overrides.pop(name) for name in list(overrides) if name in run})
+    data = DataSection(**{"min_length": 64, "max_length": 128, "length_multiple": 16, "read_chars": 1024, **overrides})
+    return PackingSpec.from_data(data, **run)
+
+
+def test_a_spec_takes_every_data_knob_from_the_data_section():
+    defaults = DataSection()
+    data = DataSection(min_length=96, max_length=160, length_multiple=32, shuffle_files=False, add_bos=False,
+                       add_eos=False, text_field="body", read_chars=2048)
+    run = {"sequences_per_batch": 3, "seed": 5, "max_epochs": 2}
+    built = PackingSpec.from_data(data, **run)
+    for knob in dataclasses.fields(PackingSpec):
+        if knob.name in run:
+            assert getattr(built, knob.name) == run[knob.name]
+        else:  # declared in DataSection, and set there to a value other than its default
+            assert getattr(built, knob.name) == getattr(data, knob.name) != getattr(defaults, knob.name), knob.name
 
 
 def take(stream, count):
