@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # the pipeline imports this module: its names are imported where they are used
@@ -39,6 +40,40 @@ class Mode(ABC):
     @abstractmethod
     def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
         """Answer `query` for `task`."""
+
+    def retrieve_and_answer(
+        self,
+        query: str,
+        task: str,
+        language: str,
+        hooks: AskHooks,
+        timings: dict[str, float],
+        queries: Sequence[str],
+        weights: Sequence[float],
+        *,
+        clues: Sequence[str] = (),
+        raw: dict[str, str] | None = None,
+        warnings: Sequence[str] = (),
+        best_first: bool = False,
+        max_tokens: int | None = None,
+        k: int | None = None,
+    ) -> Answer:
+        """The read step the retrieval modes share: every query retrieves `k` hits, the lists
+        are fused (`weights`) and fitted to the budget (`max_tokens`), and the generator
+        answers from the evidence, given in document order or, with `best_first`, best first.
+        `clues` (the queries beyond the user's) and `raw` go into the `Answer` as they are."""
+        from memorag.pipeline.types import Answer, timed
+
+        rag = self.pipeline
+        with timed(timings, "retrieve"):
+            evidence = rag.gather_evidence(queries, weights, task, query, language, max_tokens=max_tokens, k=k)
+            if best_first:
+                evidence = sorted(evidence, key=lambda item: -item.score)  # stable: ties keep document order
+        hooks.evidence(evidence)
+        with timed(timings, "generate"):
+            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
+        return Answer(query, task, self.name, text, list(clues), evidence, timings, rag.generator.name,
+                      dict(raw or {}), warnings=list(warnings))
 
 
 _MODES: dict[str, type[Mode]] = {}

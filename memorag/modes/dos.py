@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks, timed
+from memorag.pipeline.types import Answer, AskHooks
 
 
 @register_mode
@@ -31,13 +31,7 @@ class DOSRAGMode(Mode):
         rag = self.pipeline
         config = rag.config
         language = rag.language_of(query)
-        timings: dict[str, float] = {}
-        with timed(timings, "retrieve"):
-            budget = rag.evidence_budget(query, task, language, config.dos_evidence_tokens)
-            k = math.ceil(budget / config.chunk_tokens) + config.hits_per_query
-            # gather_evidence keeps the best chunks within the budget, in document order
-            evidence = rag.gather_evidence([query], [1.0], task, query, language, max_tokens=budget, k=k)
-        hooks.evidence(evidence)
-        with timed(timings, "generate"):
-            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
-        return Answer(query, task, self.name, text, [], evidence, timings, rag.generator.name)
+        budget = rag.evidence_budget(query, task, language, config.dos_evidence_tokens)
+        k = math.ceil(budget / config.chunk_tokens) + config.hits_per_query
+        # the best chunks within the budget, in document order
+        return self.retrieve_and_answer(query, task, language, hooks, {}, [query], [1.0], max_tokens=budget, k=k)

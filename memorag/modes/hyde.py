@@ -42,11 +42,6 @@ class HyDEMode(Mode):
             warnings.append("hyde: the generator wrote no hypothetical passage; the query retrieved alone")
             logger.warning(warnings[-1])
         hooks.clues(passages)
-        with timed(timings, "retrieve"):
-            evidence = rag.gather_evidence([query, *passages], [config.hyde_query_weight] + [1.0] * len(passages),
-                                           task, query, language)
-        hooks.evidence(evidence)
-        with timed(timings, "generate"):
-            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
-        return Answer(query, task, self.name, text, passages, evidence, timings, rag.generator.name,
-                      {"hyde": reply}, warnings=warnings)
+        weights = [config.hyde_query_weight] + [1.0] * len(passages)
+        return self.retrieve_and_answer(query, task, language, hooks, timings, [query, *passages], weights,
+                                        clues=passages, raw={"hyde": reply}, warnings=warnings)

@@ -29,12 +29,7 @@ class MemoRAGMode(Mode):
         with timed(timings, "clues"):
             clues, raw = rag.write_clues(query, task, language)
         hooks.clues(clues)
-        queries = [query, *clues]
         weights = [rag.config.query_weight] + [1.0] * len(clues)
-        with timed(timings, "retrieve"):
-            evidence = rag.gather_evidence(queries, weights, task, query, language)
-        hooks.evidence(evidence)
-        with timed(timings, "generate"):
-            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
-        return Answer(query, task, self.name, text, clues, evidence, timings, rag.generator.name, raw)
+        return self.retrieve_and_answer(query, task, language, hooks, timings, [query, *clues], weights,
+                                        clues=clues, raw=raw)
 

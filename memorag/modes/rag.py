@@ -8,7 +8,7 @@ The `dos` mode is the same retrieval read in document order, with a larger budge
 from __future__ import annotations
 
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks, timed
+from memorag.pipeline.types import Answer, AskHooks
 
 
 @register_mode
@@ -21,13 +21,5 @@ class RAGMode(Mode):
     default_task = "qa"
 
     def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
-        rag = self.pipeline
-        language = rag.language_of(query)
-        timings: dict[str, float] = {}
-        with timed(timings, "retrieve"):
-            kept = rag.gather_evidence([query], [1.0], task, query, language)
-            evidence = sorted(kept, key=lambda item: -item.score)  # stable: ties keep document order
-        hooks.evidence(evidence)
-        with timed(timings, "generate"):
-            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
-        return Answer(query, task, self.name, text, [], evidence, timings, rag.generator.name)
+        language = self.pipeline.language_of(query)
+        return self.retrieve_and_answer(query, task, language, hooks, {}, [query], [1.0], best_first=True)

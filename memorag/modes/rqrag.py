@@ -68,11 +68,6 @@ class RQRAGMode(Mode):
                             "query retrieved alone")
             logger.warning(warnings[-1])
         hooks.clues(extra)
-        with timed(timings, "retrieve"):
-            evidence = rag.gather_evidence([query, *extra], [config.rqrag_query_weight] + [1.0] * len(extra),
-                                           task, query, language)
-        hooks.evidence(evidence)
-        with timed(timings, "generate"):
-            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
-        return Answer(query, task, self.name, text, extra, evidence, timings, rag.generator.name,
-                      {"rqrag": reply}, warnings=warnings)
+        weights = [config.rqrag_query_weight] + [1.0] * len(extra)
+        return self.retrieve_and_answer(query, task, language, hooks, timings, [query, *extra], weights,
+                                        clues=extra, raw={"rqrag": reply}, warnings=warnings)
