@@ -21,6 +21,7 @@ CONFIGS = ROOT / "configs"
 TRAIN_CONFIGS = sorted([*CONFIGS.glob("debug*.yaml"), *(CONFIGS / "pretrain").glob("*.yaml"),
                         *(CONFIGS / "sft").glob("*.yaml"), *(CONFIGS / "model").glob("*.yaml")])
 SBATCH = sorted((ROOT / "slurm").glob("*.sbatch"))
+TRAINING_SBATCH = [ROOT / "slurm" / "pretrain.sbatch", ROOT / "slurm" / "sft.sbatch"]
 
 
 def _name(path: Path) -> str:
@@ -123,6 +124,12 @@ def test_sbatch_scripts_pass_bash_n_and_hold_no_personal_paths(path):
     assert done.returncode == 0, done.stderr
     text = path.read_text()
     assert not re.search(r"/home/|/Users/|/scratch/|conda activate|source activate", text)
-    for needed in ("--signal=B:USR1@", "scontrol requeue", "checkpoint.resume=auto", "%x-%j.out", "srun",
-                   "--machine_rank", "--main_process_ip", "--num_machines", "MEMORAG_VENV", "MEMORAG_OUTPUT"):
+    for needed in ("--signal=B:USR1@", "scontrol requeue", "%x-%j.out", "srun", "MEMORAG_VENV", "MEMORAG_OUTPUT"):
+        assert needed in text, needed
+
+
+@pytest.mark.parametrize("path", TRAINING_SBATCH, ids=lambda p: p.name)
+def test_training_sbatch_scripts_resume_and_launch_every_node(path):
+    text = path.read_text()
+    for needed in ("checkpoint.resume=auto", "--machine_rank", "--main_process_ip", "--num_machines"):
         assert needed in text, needed

@@ -1,0 +1,57 @@
+"""Write a trained memory checkpoint's clues for each example, and compare clue-driven retrieval
+recall with query-only recall (same retriever, same k).
+
+    python eval/generate_clues.py --checkpoint runs/sft-smollm2/final --data data/synthetic/synthetic_niah_single_8192.jsonl
+    python eval/generate_clues.py --checkpoint runs/pretrain-qwen2/final --base Qwen/Qwen2-7B-Instruct \
+        --data data/hotpot_corpus/ --k 10 --out runs/clues/hotpot.jsonl retriever=bm25 clue_kinds=[spans]
+
+--data is a file of EvalExample JSON lines (eval/synthetic.py writes them) or a saved
+shared-corpus task folder. The base model is the one recorded in the checkpoint unless --base
+is given. Trailing key=value settings go to the pipeline (memorag.pipeline.PipelineConfig:
+retriever, embedder, chunk_tokens, clue_kinds, max_clues, ...). Writes OUT (one JSON line per
+example: clues, raw memory replies, hits and recalls) and OUT with .summary.json; prints the
+summary. The logic lives in memorag.evaluation.clue_recall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from memorag.config import ConfigError, load_config
+from memorag.evaluation.clue_recall import run_clue_recall
+from memorag.pipeline import PipelineConfig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="memory weights folder (a training run's final/)")
+    parser.add_argument("--data", required=True, help="EvalExample JSON lines, or a shared-corpus task folder")
+    parser.add_argument("--base", default=None, help="base model (default: the one recorded in the checkpoint)")
+    parser.add_argument("--out", default=None, help="output JSON lines (default: runs/clues/DATA_NAME.jsonl)")
+    parser.add_argument("--k", type=int, default=5, help="chunks each ranking keeps (default 5)")
+    parser.add_argument("--num-examples", type=int, default=None, help="only the first N examples")
+    parser.add_argument("--memorize", choices=("context", "documents"), default="context",
+                        help="per-question examples: memorize the context, or its documents")
+    parser.add_argument("--coverage", type=float, default=1.0, help="share of a gold span to cover (default 1)")
+    parser.add_argument("--dtype", default="auto", help="torch dtype of the base model (default: auto)")
+    parser.add_argument("settings", nargs="*", metavar="key=value", help="pipeline settings")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        pipeline = load_config(PipelineConfig, None, args.settings)
+    except ConfigError as error:
+        parser.error(str(error))
+    out = args.out or Path("runs/clues") / f"{Path(args.data).name.removesuffix('.jsonl')}.jsonl"
+    summary = run_clue_recall(args.checkpoint, args.data, out, base=args.base, k=args.k, coverage=args.coverage,
+                              memorize=args.memorize, num_examples=args.num_examples, pipeline=pipeline,
+                              dtype=args.dtype)
+    print(json.dumps(summary, indent=2))
+    print(f"clues and recalls in {out}; summary in {Path(out).with_suffix('.summary.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

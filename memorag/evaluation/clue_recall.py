@@ -1,0 +1,150 @@
+"""Do a memory checkpoint's clues find the evidence? Clue-driven against query-only retrieval.
+
+For each example, its context (or its documents, or the shared corpus) is
+memorized with the checkpoint's memory model; the memory writes clues for the
+question (``MemoRAG.clues``, task ``memorag``); then the same retriever, with the
+same k, ranks chunks three ways:
+
+- ``query``: the question alone (standard RAG);
+- ``clues``: the clues alone, their rankings fused;
+- ``query+clues``: the question and the clues fused, the question weighted by
+  ``query_weight`` (what the ``memorag`` mode retrieves with).
+
+Recall of gold evidence in the top k of each ranking is computed as the harness
+defines it (``memorag.evaluation.recall``). One JSON line per example (clues,
+the memory's raw replies, the hits and recalls), and a summary of the means.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from memorag.data.eval_sets import CorpusTask, EvalExample, load_corpus_task, read_examples
+from memorag.evaluation import recall as recall_lib
+from memorag.evaluation.runner import group_examples
+from memorag.io import atomic_write_text, read_json_manifest
+from memorag.pipeline import MemoRAG, PipelineConfig
+
+VARIANTS = ("query", "clues", "query+clues")
+
+
+def recorded_base(checkpoint: str | os.PathLike[str]) -> str:
+    """The base model a memory checkpoint was trained on, as recorded in its ``memory_config.json``."""
+    from memorag.memory.checkpoint import CONFIG, FORMAT, FORMAT_VERSION, MemoryWeightsError
+
+    document = read_json_manifest(Path(checkpoint) / CONFIG, FORMAT, FORMAT_VERSION, MemoryWeightsError)
+    base = (document.get("base") or {}).get("base_model")
+    if not base:
+        raise MemoryWeightsError(f"{checkpoint}/{CONFIG} records no base model; pass --base")
+    return str(base)
+
+
+def load_checkpoint_model(checkpoint: str | os.PathLike[str], base: str | None = None, **load_kwargs: Any):
+    """A `MemoryModel`: `base` (default: the recorded one) with the checkpoint's memory weights."""
+    from memorag.memory import MemoryModel
+
+    return MemoryModel.from_pretrained(base or recorded_base(checkpoint), memory_weights=checkpoint, **load_kwargs)
+
+
+def read_data(path: str | os.PathLike[str]) -> list[EvalExample] | CorpusTask:
+    """EvalExample JSON lines (a file), or a saved shared-corpus task (a folder)."""
+    return load_corpus_task(path) if Path(path).is_dir() else read_examples(path)
+
+
+def limit(data: list[EvalExample] | CorpusTask, num_examples: int | None) -> list[EvalExample] | CorpusTask:
+    """The first `num_examples` examples (all when None); a corpus keeps all its documents."""
+    if num_examples is None:
+        return data
+    if num_examples < 1:
+        raise ValueError(f"num_examples={num_examples} must be at least 1")
+    if isinstance(data, CorpusTask):
+        return CorpusTask(data.name, data.documents, data.examples[:num_examples], data.meta)
+    return data[:num_examples]
+
+
+def _spans(rag: MemoRAG, hits) -> list[tuple[recall_lib.Span, float]]:
+    chunks = {chunk.id: chunk for chunk in rag.chunks}
+    return [((chunks[h.chunk_id].doc_id, chunks[h.chunk_id].start_char, chunks[h.chunk_id].end_char), h.score)
+            for h in hits]
+
+
+def _rankings(rag: MemoRAG, question: str, clues: list[str], k: int) -> dict[str, list]:
+    weight = rag.config.query_weight
+    return {
+        "query": rag.retrieve([question], k=k)[0][:k],
+        "clues": rag.retrieve(clues, k=k)[0][:k] if clues else [],
+        "query+clues": rag.retrieve([question, *clues], [weight] + [1.0] * len(clues), k=k)[0][:k],
+    }
+
+
+def clue_recall(data: list[EvalExample] | CorpusTask, new_pipeline: Callable[[], MemoRAG], *, k: int = 5,
+                coverage: float = 1.0, memorize: str = "context", progress: bool = True) -> list[dict[str, Any]]:
+    """One record per example: the clues, and recall@k of the three rankings (see the module docstring)."""
+    if k < 1:
+        raise ValueError(f"k={k} must be at least 1")
+    groups = group_examples(data, "clues", memorize)
+    records = []
+    with tqdm(total=sum(len(g.examples) for g in groups), desc="clues", disable=not progress) as bar:
+        for group in groups:
+            rag = new_pipeline()
+            rag.memorize(group.documents, show_progress=False)
+            for example in group.examples:
+                clues, raw = rag.clues(example.question, task="memorag")
+                units = recall_lib.gold_units(example.gold_evidence, group.as_documents)
+                hits = {name: _spans(rag, ranked) for name, ranked in _rankings(rag, example.question, clues, k).items()}
+                records.append({
+                    "id": example.id, "question": example.question, "clues": clues, "raw_clues": raw,
+                    "recall": {name: recall_lib.recall(units, [s for s, _ in hits[name]], coverage) for name in VARIANTS},
+                    "doc_recall": {name: recall_lib.doc_recall(units, [s for s, _ in hits[name]]) for name in VARIANTS},
+                    "hits": {name: [[*span, score] for span, score in hits[name]] for name in VARIANTS},
+                })
+                bar.update()
+    return records
+
+
+def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
+    """Mean recall@k x 100 of each ranking over the examples where it applies."""
+    summary: dict[str, Any] = {"n": len(records), "k": k}
+    for field in ("recall", "doc_recall"):
+        for name in VARIANTS:
+            values = [r[field][name] for r in records if r[field][name] is not None]
+            summary[f"{field}@{k} {name}"] = round(100 * fmean(values), 2) if values else None
+        summary[f"{field}_n"] = sum(r[field]["query"] is not None for r in records)
+    return summary
+
+
+def write_records(path: str | os.PathLike[str], records: Sequence[dict[str, Any]]) -> Path:
+    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def run_clue_recall(checkpoint: str | os.PathLike[str], data_path: str | os.PathLike[str],
+                    out: str | os.PathLike[str], *, base: str | None = None, k: int = 5, coverage: float = 1.0,
+                    memorize: str = "context", num_examples: int | None = None,
+                    pipeline: PipelineConfig | None = None, memory_model=None, embedder=None,
+                    embedder_name: str | None = None, progress: bool = True,
+                    **load_kwargs: Any) -> dict[str, Any]:
+    """Load the checkpoint (unless `memory_model` is given) and the embedder once, run
+    :func:`clue_recall` over the data, write OUT and OUT.summary.json; returns the summary."""
+    pipeline = pipeline or PipelineConfig()
+    model = memory_model if memory_model is not None else load_checkpoint_model(checkpoint, base, **load_kwargs)
+    if embedder is None and pipeline.retriever != "bm25":
+        loader = MemoRAG(pipeline, memory_model=model)
+        embedder, embedder_name = loader.embedder, loader.embedder_name
+    data = limit(read_data(data_path), num_examples)
+    records = clue_recall(
+        data, lambda: MemoRAG(pipeline, memory_model=model, embedder=embedder, embedder_name=embedder_name),
+        k=k, coverage=coverage, memorize=memorize, progress=progress,
+    )
+    out = Path(out)
+    write_records(out, records)
+    summary = {"checkpoint": str(checkpoint), "base": getattr(model, "name", None), "data": str(data_path),
+               **summarize(records, k)}
+    atomic_write_text(out.with_suffix(".summary.json"), json.dumps(summary, indent=2) + "\n")
+    return summary

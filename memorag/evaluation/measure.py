@@ -1,0 +1,142 @@
+"""Measuring cost: the tokens a generator is given, and the peak memory of a stage.
+
+Tokens: :class:`MeteredGenerator` wraps the generator every mode shares and, for
+each call, records ``count_tokens(prompt, system)`` of exactly what it was given:
+the generator's own count (exact for local models: chat template included;
+an estimate for HTTP endpoints, as their ``count_tokens`` says). Whatever a mode
+does, the count is what reached the generator; a prompt whose prefix the generator
+had cached (``generate_with_prefix``) counts whole, since the model reads it all. The memory model's own reading
+(memorizing, writing clues, answering from memory) is not generator input and is
+reported apart (memorize time, memory tokens).
+
+Peak memory: :class:`PeakMemory` measures the peak resident set size (RSS) of the
+process during a stage. On Linux it resets the kernel's high-water mark before
+the stage (writing ``5`` to ``/proc/self/clear_refs``) and reads ``VmHWM`` from
+``/proc/self/status`` after it: the true peak of that stage, everything the
+process holds included (model weights, torch's CPU allocations, Python
+objects), so it is never below the memory held before the stage began. Where the
+reset is not allowed, the value is ``ru_maxrss``, the peak of the whole process
+so far, and ``scope`` says ``"process"`` instead of ``"stage"``. On a CUDA
+device the stage's peak allocated by torch is read too (``torch.cuda``'s peak
+statistics, reset before the stage).
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from memorag.generation import Generator
+
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
+_HWM = re.compile(r"^VmHWM:\s+(\d+)\s+kB", re.MULTILINE)
+
+
+class MeteredGenerator(Generator):
+    """Passes every call on to `inner`, counting the prompt tokens of each call."""
+
+    def __init__(self, inner: Generator):
+        self.inner = inner
+        self.prompt_tokens: list[int] = []
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def context_window(self) -> int | None:  # type: ignore[override]
+        return self.inner.context_window
+
+    @context_window.setter
+    def context_window(self, value: int | None) -> None:
+        self.inner.context_window = value
+
+    def generate(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 256,
+                 on_text: Callable[[str], None] | None = None) -> str:
+        self.prompt_tokens.append(self.inner.count_tokens(prompt, system))
+        return self.inner.generate(prompt, system=system, max_new_tokens=max_new_tokens, on_text=on_text)
+
+    def generate_with_prefix(self, prefix: str, rest: str, *, system: str | None = None, max_new_tokens: int = 256,
+                             on_text: Callable[[str], None] | None = None) -> str:
+        # the whole prompt counts, even when the inner generator reuses a cached prefix
+        self.prompt_tokens.append(self.inner.count_tokens(prefix + rest, system))
+        return self.inner.generate_with_prefix(prefix, rest, system=system, max_new_tokens=max_new_tokens,
+                                               on_text=on_text)
+
+    def count_tokens(self, prompt: str, system: str | None = None) -> int:
+        return self.inner.count_tokens(prompt, system)
+
+    def check(self) -> None:
+        self.inner.check()
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def __getattr__(self, name: str):
+        # anything else a mode reads from its generator (a tokenizer, a model) is the inner one's
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def take(self) -> list[int]:
+        """The prompt tokens of each call since the last `take`, and start counting anew."""
+        calls, self.prompt_tokens = self.prompt_tokens, []
+        return calls
+
+
+def _can_reset_peak() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        _CLEAR_REFS.write_text("5")
+        return _HWM.search(_STATUS.read_text()) is not None
+    except OSError:
+        return False
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class PeakMemory:
+    """Peak RSS (and peak CUDA memory allocated by torch) of stages; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.scope = "stage" if _can_reset_peak() else "process"
+        self.cuda = _cuda_available()
+
+    @contextmanager
+    def stage(self, into: dict[str, float], name: str) -> Iterator[None]:
+        """Measure the block: ``into[name + "_rss_mb"]`` (and ``_cuda_mb``) and ``into[name + "_s"]``."""
+        if self.scope == "stage":
+            _CLEAR_REFS.write_text("5")
+        if self.cuda:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            into[f"{name}_s"] = round(time.perf_counter() - started, 4)
+            into[f"{name}_rss_mb"] = round(self._rss_peak_kb() / 1024, 1)
+            if self.cuda:
+                import torch
+
+                into[f"{name}_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+
+    def _rss_peak_kb(self) -> int:
+        if self.scope == "stage":
+            match = _HWM.search(_STATUS.read_text())
+            if match is not None:
+                return int(match.group(1))
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak // 1024 if sys.platform == "darwin" else peak  # bytes on macOS, kB elsewhere

@@ -1,0 +1,307 @@
+"""The evaluation loop: modes x tasks x context lengths, each cell scored, timed and measured.
+
+How a cell runs. The examples of a task at one length are grouped by what must
+be memorized: a per-question task has a context per example (examples that
+share one, as in UltraDomain, form one group); a shared-corpus task is one
+group, its corpus. Each group is memorized ONCE into a fresh ``MemoRAG`` (the
+models are loaded once and shared by all of them), and every pending mode asks
+every question of the group on it. Memorizing is split into two measured
+stages: ``index`` (chunk and embed; every mode needs it) and ``memory`` (the
+memory model reads the text), which runs only when a pending mode needs the
+memory (``Mode.needs_memory``), and is charged only to those modes.
+
+Each asked question is a record (see ``store``): the prediction and its score
+by the example's metric, recall of the gold evidence (``recall``), the tokens
+given to the generator (``measure.MeteredGenerator``), the mode's stage
+timings, and peak memory per stage (``measure.PeakMemory``). Records are written
+as they are made; a rerun skips what is recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from memorag import prompts
+from memorag.config import save_config
+from memorag.data.eval_sets import CorpusTask, EvalExample, count_tokens
+from memorag.evaluation import recall as recall_lib
+from memorag.evaluation import scoring
+from memorag.evaluation.config import (
+    EvalConfig,
+    TaskSpec,
+    mode_task,
+    parse_mode,
+    resolved_pipeline,
+    task_identity,
+)
+from memorag.evaluation.measure import MeteredGenerator, PeakMemory
+from memorag.evaluation.sources import BuildRequest, build_task_data
+from memorag.evaluation.store import CONFIG_FILE, CellKey, ResultStore
+from memorag.evaluation.summary import summarize_cell
+from memorag.generation import Generator
+from memorag.modes import get_mode
+from memorag.pipeline import MemoRAG, PipelineConfig
+from memorag.retrieval.chunking import Document
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1  # of records and cells; part of every fingerprint
+
+
+class EvalError(RuntimeError):
+    """A task whose examples cannot be evaluated as configured."""
+
+
+@dataclass
+class Models:
+    """The models every pipeline of a run shares (loaded once)."""
+
+    memory_model: Any
+    embedder: Any | None  # None with the bm25 retriever
+    embedder_name: str
+    generator: Generator
+
+    @classmethod
+    def load(cls, pipeline: PipelineConfig) -> Models:
+        """Load the models `pipeline` names (embedded defaults when it names none)."""
+        loader = MemoRAG(pipeline)
+        loader.check_models()
+        loader.check_generator()
+        embedder = loader.embedder if pipeline.retriever != "bm25" else None
+        return cls(loader.memory_model, embedder, loader.embedder_name, loader.generator)
+
+
+@dataclass
+class ContextGroup:
+    """What is memorized once, and the questions asked over it."""
+
+    context_id: str
+    documents: list[Document]
+    examples: list[EvalExample]
+    as_documents: bool  # gold evidence is matched by document ids (else by context offsets)
+    context_tokens: int | None
+
+
+def _sha(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def group_examples(data: list[EvalExample] | CorpusTask, name: str, memorize: str = "context") -> list[ContextGroup]:
+    """The memorize-once groups of a task's examples (one for a shared corpus); `name` prefixes their ids.
+
+    `memorize`: a per-question example's ``"context"`` (one text) or its ``"documents"``.
+    """
+    prefix = name
+    if isinstance(data, CorpusTask):
+        content = _sha([[d.id, d.title, d.text] for d in data.documents])
+        return [ContextGroup(f"{prefix}:{content[:16]}", list(data.documents), list(data.examples), True,
+                             data.meta.get("length"))]
+    groups: dict[str, ContextGroup] = {}
+    for example in data:
+        if memorize == "documents":
+            if not example.documents:
+                raise EvalError(f"{name}: example {example.id} has no documents to memorize; set "
+                                "memorize: context, or build them (e.g. options: {with_documents: true})")
+            documents = list(example.documents)
+            content = _sha([[d.id, d.title, d.text] for d in documents])
+        else:
+            if not example.context:
+                raise EvalError(f"{name}: example {example.id} has no context; "
+                                "set memorize: documents for examples that come as documents")
+            documents = [Document(id=recall_lib.CONTEXT_DOC_ID, text=example.context)]
+            content = _sha(example.context)
+        group = groups.setdefault(content, ContextGroup(f"{prefix}:{content[:16]}", documents, [],
+                                                        memorize == "documents", example.meta.get("length")))
+        group.examples.append(example)
+    return list(groups.values())
+
+
+class EvalRunner:
+    """Runs an :class:`EvalConfig`; `models` (e.g. test fakes) skip loading the configured ones."""
+
+    def __init__(self, config: EvalConfig, models: Models | None = None):
+        self.config = config
+        self._models = models
+        self._injected = models is not None  # given models are named in the fingerprints
+        self._meter: MeteredGenerator | None = None
+        self.store = ResultStore(config.out_dir)
+        self.peak = PeakMemory()
+
+    # -- models, loaded when there is work -----------------------------------------------------
+    @property
+    def models(self) -> Models:
+        if self._models is None:
+            logger.info("loading models")
+            self._models = Models.load(self.config.pipeline)
+        return self._models
+
+    @property
+    def meter(self) -> MeteredGenerator:
+        if self._meter is None:
+            self._meter = MeteredGenerator(self.models.generator)
+        return self._meter
+
+    def new_pipeline(self) -> MemoRAG:
+        models = self.models
+        return MemoRAG(self.config.pipeline, memory_model=models.memory_model, embedder=models.embedder,
+                       embedder_name=models.embedder_name, generator=self.meter)
+
+    # -- identity of results ---------------------------------------------------------------------
+    def fingerprint(self, label: str, task: TaskSpec) -> str:
+        """What a cell's results depend on (not the number of examples, nor the length: keys of their own)."""
+        cfg = self.config
+        injected = None
+        if self._injected:
+            injected = {"memory_model": getattr(self._models.memory_model, "name", None),
+                        "embedder": self._models.embedder_name, "generator": self._models.generator.name}
+        payload = {"format": FORMAT_VERSION, "pipeline": resolved_pipeline(cfg), "models": injected,
+                   "mode": label, "pipeline_task": mode_task(label, task.kind), "task": task_identity(task),
+                   "seed": cfg.seed, "length_unit": cfg.length_unit, "tokens_per_word": cfg.tokens_per_word,
+                   "recall_k": sorted(cfg.recall_k), "span_coverage": cfg.span_coverage}
+        return _sha(payload)[:16]
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> list[dict[str, Any]]:
+        """Run every pending cell; returns the summaries of this configuration's cells."""
+        save_config(self.config, Path(self.config.out_dir) / CONFIG_FILE)
+        wanted: list[CellKey] = []
+        for task in self.config.tasks:
+            for length in self.config.task_lengths(task):
+                self.run_task(task, length)
+                wanted.extend((label, task.name, length) for label in self.config.modes)
+        cells = {(c["mode"], c["task"], c["length"]): c for c in self.store.cells()}
+        return [cells[key] for key in wanted if key in cells]
+
+    def run_task(self, task: TaskSpec, length: int | None) -> None:
+        """Every pending cell of `task` at `length`."""
+        requested = self.config.task_num_examples(task)
+        fingerprints = {label: self.fingerprint(label, task) for label in self.config.modes}
+        for label, fingerprint in fingerprints.items():
+            self.store.check((label, task.name, length), fingerprint)
+        pending = [label for label in self.config.modes
+                   if not self.store.is_finished((label, task.name, length), fingerprints[label], requested)]
+        if not pending:
+            logger.info("%s at length %s: every cell is finished, skipped", task.name, length)
+            return
+        data = self.build(task, length, requested)
+        examples = data.examples if isinstance(data, CorpusTask) else data
+        if not examples:
+            raise EvalError(f"task {task.name!r} at length {length} has no examples")
+        ids = [example.id for example in examples]
+        if len(set(ids)) != len(ids):
+            raise EvalError(f"task {task.name!r}: example ids are not unique; give each example its own id")
+        try:
+            for example in examples:
+                scoring.check_metric(example)
+        except scoring.MetricError as error:
+            raise EvalError(f"task {task.name!r}: {error}") from error
+        groups = group_examples(data, f"{task.name}@{length}", task.memorize)
+        todo = {example.id: [label for label in pending if not self.store.has((label, task.name, length), example.id)]
+                for example in examples}
+        with tqdm(total=sum(map(len, todo.values())), desc=f"{task.name} @ {length}", unit="answer",
+                  disable=not self.config.progress, dynamic_ncols=True) as bar:
+            for group in groups:
+                labels = sorted({label for example in group.examples for label in todo[example.id]},
+                                key=pending.index)
+                if not labels:
+                    continue
+                rag, prepare = self.prepare(group, labels)
+                for example in group.examples:
+                    for label in todo[example.id]:
+                        self.store.add(self.ask(rag, label, task, length, example, group, prepare,
+                                                fingerprints[label]))
+                        bar.update()
+        for label in pending:
+            key = (label, task.name, length)
+            records = self.store.records(key, ids)
+            if len(records) != len(ids):
+                raise EvalError(f"cell {key}: {len(records)} of {len(ids)} examples recorded")
+            self.store.finish(summarize_cell(records, fingerprint=fingerprints[label], requested=requested,
+                                             num_examples=len(ids)))
+
+    def build(self, task: TaskSpec, length: int | None, requested: int) -> list[EvalExample] | CorpusTask:
+        cfg = self.config
+        tokenizer = self.models.memory_model.tokenizer if cfg.length_unit == "tokens" else None
+        request = BuildRequest(generator=task.generator or task.name, path=task.path, options=dict(task.options),
+                               length=length, num_examples=requested, seed=cfg.seed, tokenizer=tokenizer,
+                               tokens_per_word=cfg.tokens_per_word)
+        logger.info("building %s at length %s (%d examples)", task.name, length, requested)
+        try:
+            return build_task_data(task.source, request)
+        except (ValueError, FileNotFoundError) as error:
+            raise EvalError(f"task {task.name!r} at length {length}: {error}") from error
+
+    def prepare(self, group: ContextGroup, labels: list[str]) -> tuple[MemoRAG, dict[str, Any]]:
+        """Memorize a group once: chunks and index always, the memory when a mode needs it."""
+        rag = self.new_pipeline()
+        prepare: dict[str, Any] = {}
+        with self.peak.stage(prepare, "index"):
+            report = rag.memorize(group.documents, with_memory=False, show_progress=False)
+        prepare.update(num_chunks=report.num_chunks, stage_s=dict(report.timings))
+        if group.context_tokens is None:  # the source did not measure it: count in the memory model's tokens
+            group.context_tokens = sum(count_tokens(rag.tokenizer, document.text) for document in group.documents)
+        if any(get_mode(parse_mode(label)[0]).needs_memory for label in labels):
+            with self.peak.stage(prepare, "memory"):
+                rag.ensure_memory(show_progress=False)
+            prepare["memory_tokens"] = rag.memory.num_tokens
+        return rag, prepare
+
+    def query(self, example: EvalExample, kind: str) -> str:
+        if example.question.strip() or kind != "summarize":
+            return example.question
+        language = "en" if self.config.pipeline.language == "auto" else self.config.pipeline.language
+        return prompts.fill(prompts.DEFAULT_SUMMARY_REQUEST, language)
+
+    def ask(self, rag: MemoRAG, label: str, task: TaskSpec, length: int | None, example: EvalExample,
+            group: ContextGroup, prepare: dict[str, Any], fingerprint: str) -> dict[str, Any]:
+        """Ask one question in one mode and make its record."""
+        name, _ = parse_mode(label)
+        pipeline_task = mode_task(label, task.kind)
+        self.meter.take()
+        ask: dict[str, float] = {}
+        try:
+            with self.peak.stage(ask, "ask"):
+                answer = rag.ask(self.query(example, task.kind), task=pipeline_task, mode=name)
+        except Exception as error:
+            error.add_note(f"while asking example {example.id} of task {task.name!r} (length {length}) "
+                           f"in mode {label!r}; finished examples are kept, rerun to resume")
+            raise
+        prompt_tokens = self.meter.take()
+        ks = self.config.recall_k
+        if not answer.evidence and "retrieve" not in answer.timings:
+            recall = recall_lib.not_applicable(ks)
+        else:
+            units = recall_lib.gold_units(example.gold_evidence, group.as_documents)
+            scored = [((e.doc_id, e.start_char, e.end_char), e.score) for e in answer.evidence]
+            recall = recall_lib.recall_report(units, scored, ks, self.config.span_coverage)
+        return {
+            "mode": label, "task": task.name, "length": length, "example_id": example.id,
+            "fingerprint": fingerprint, "pipeline_task": pipeline_task, "source_task": example.task,
+            "question": example.question, "answers": example.answers, "prediction": answer.answer,
+            "metric": example.metric, "score": scoring.score(answer.answer, example), "recall": recall,
+            "evidence": [[e.doc_id, e.start_char, e.end_char, e.score] for e in answer.evidence],
+            "clues": answer.clues, "warnings": answer.warnings, "generator": answer.generator,
+            "generator_prompt_tokens": prompt_tokens,
+            "timings": answer.timings, "ask": ask, "context_id": group.context_id, "prepare": prepare,
+            "needs_memory": get_mode(name).needs_memory, "context_tokens": group.context_tokens,
+            "rss_scope": self.peak.scope, "proxy": example.proxy,
+        }
+
+
+def run_evaluation(config: EvalConfig, models: Models | None = None, command: str = "") -> tuple[list[dict], Path]:
+    """Run (or resume) `config`, then write the markdown report and the plots; returns the cells and
+    the report's path."""
+    from memorag.evaluation.plots import write_plots
+    from memorag.evaluation.report import write_report
+
+    cells = EvalRunner(config, models).run()
+    plots = write_plots(config.out_dir, cells) if config.plots else []
+    report = write_report(config.out_dir, cells, config.recall_k, command=command, plots=plots)
+    return cells, report

@@ -1,0 +1,63 @@
+"""generate_clues' library part on a tiny saved checkpoint: the recorded base, clues, and three recalls."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memorag.evaluation.clue_recall import VARIANTS, load_checkpoint_model, recorded_base, run_clue_recall
+from memorag.memory import MemoryConfig, MemoryModel
+from memorag.memory.checkpoint import MemoryWeightsError
+from memorag.pipeline import PipelineConfig
+from tests.memory.conftest import perturb_memory_parameters, tiny_base
+from tests.memory.test_persistence import tiny_tokenizer
+from tests.pipeline.conftest import TEST_SETTINGS
+
+from .conftest import FakeHashEmbedder
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    """A tiny random llama saved as a base folder, and memory weights trained on it (perturbed)."""
+    base = tmp_path / "base"
+    tiny_base("llama").save_pretrained(base)
+    tiny_tokenizer().save_pretrained(base)
+    model = MemoryModel.from_pretrained(str(base), config=MemoryConfig(window=16, ratios=[4]))
+    perturb_memory_parameters(model, seed=1)
+    return model.save_memory_weights(tmp_path / "final"), base
+
+
+def test_checkpoint_records_its_base_and_loads_with_it(checkpoint):
+    weights, base = checkpoint
+    assert recorded_base(weights) == str(base)
+    model = load_checkpoint_model(weights)
+    assert model.config.ratios == [4] and model.name == str(base)
+    with pytest.raises(MemoryWeightsError, match="holds no memory weights|is missing"):
+        recorded_base(base)
+
+
+def test_clues_and_recalls_per_example(checkpoint, tmp_path, data_files):
+    weights, _ = checkpoint
+    needles, corpus = data_files
+    settings = {key: value for key, value in TEST_SETTINGS.items()}
+    out = tmp_path / "clues" / "needles.jsonl"
+    summary = run_clue_recall(weights, needles, out, k=2, pipeline=PipelineConfig(**settings),
+                              embedder=FakeHashEmbedder(), embedder_name="fake-hash", progress=False)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["needle-0", "needle-1"] and summary["n"] == 2 and summary["k"] == 2
+    for record in records:
+        assert set(record["recall"]) == set(VARIANTS) and set(record["raw_clues"]) == {"spans", "questions", "draft"}
+        assert all(len(record["hits"][name]) <= 2 for name in VARIANTS)
+        # the query alone finds the needle with the fake embedder (as the rag mode does in test_runner)
+        assert record["recall"]["query"] == 1.0
+        if not record["clues"]:
+            assert record["recall"]["clues"] == 0.0 and record["hits"]["clues"] == []
+    assert summary["recall@2 query"] == 100.0
+    assert json.loads(out.with_suffix(".summary.json").read_text())["recall@2 query"] == 100.0
+
+    # a shared corpus folder: memorized once, gold documents by id
+    corpus_summary = run_clue_recall(weights, corpus, tmp_path / "corpus.jsonl", k=1, num_examples=1,
+                                     pipeline=PipelineConfig(**settings), embedder=FakeHashEmbedder(),
+                                     progress=False)
+    assert corpus_summary["n"] == 1 and corpus_summary["doc_recall_n"] == 1

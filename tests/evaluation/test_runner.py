@@ -1,0 +1,128 @@
+"""The runner end to end on fakes: records, cells, report and plots; resuming; refusing mixed results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memorag.evaluation import EvalRunner, run_evaluation
+from memorag.evaluation.store import CELLS_FILE, EXAMPLES_FILE, ResultsMismatchError
+
+from .conftest import fake_models, make_config
+
+_MEASURED = ("timings", "ask", "prepare")  # seconds and RSS differ between runs; the rest must not
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _results(record: dict) -> dict:
+    return {key: value for key, value in record.items() if key not in _MEASURED}
+
+
+def _cell_results(cell: dict) -> dict:
+    return {key: value for key, value in cell.items() if not key.endswith(("_s", "_mb"))}
+
+
+def test_tiny_run_writes_records_cells_report_and_plots(tmp_path, data_files):
+    models = fake_models()
+    config = make_config(tmp_path / "out", data_files)
+    cells, report = run_evaluation(config, models, command="pytest")
+    out = tmp_path / "out"
+
+    assert len(cells) == 3 * 3 and all(cell["n"] == 2 for cell in cells)
+    records = _lines(out / EXAMPLES_FILE)
+    assert len(records) == 3 * 3 * 2
+    assert len(_lines(out / CELLS_FILE)) == 9
+    assert (out / "config.yaml").is_file()
+    for name in ("recall_vs_length.png", "quality_vs_tokens.png"):
+        assert (out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    by_cell = {(c["mode"], c["task"]): c for c in cells}
+    # the needle is retrievable with the fake embedder, and the fake generator reads it back
+    assert by_cell["rag", "needles"]["recall@all"] == 100.0 and by_cell["rag", "needles"]["score"] == 100.0
+    # the memory answering alone gives no evidence: recall does not apply, and the generator is not called
+    memory_only = by_cell["memorag:qa", "needles"]
+    assert memory_only["recall@all"] is None and memory_only["recall_n"] == 0
+    assert memory_only["generator_tokens"] is None and memory_only["memory_s"] is not None
+    # rag does not need the memory and is not charged for it
+    assert by_cell["rag", "needles"]["memory_s"] is None
+    # shared corpus: one context for both questions; document recall is reported
+    assert by_cell["rag", "corpus"]["num_contexts"] == 1 and by_cell["rag", "corpus"]["doc_recall@all"] is not None
+
+    # tokens given to the generator: exactly its own count of every prompt it received
+    counted = sum(models.generator.count_tokens(prompt, system) for prompt, system in models.generator.calls)
+    assert sum(sum(r["generator_prompt_tokens"]) for r in records) == counted > 0
+
+    text = report.read_text()
+    assert "## Quality" in text and "## Cost" in text and "| needles * | as given | memorag:qa |" in text
+    assert "n/a" in text and "![recall_vs_length](plots/recall_vs_length.png)" in text
+
+
+def test_rerun_skips_finished_cells_and_resumes_a_killed_run(tmp_path, data_files):
+    models = fake_models()
+    config = make_config(tmp_path / "out", data_files)
+    run_evaluation(config, models)
+    examples_path, cells_path = tmp_path / "out" / EXAMPLES_FILE, tmp_path / "out" / CELLS_FILE
+    first_examples, first_cells = examples_path.read_bytes(), cells_path.read_bytes()
+    calls = len(models.generator.calls)
+
+    # everything finished: nothing is asked again, nothing changes
+    run_evaluation(config, models)
+    assert len(models.generator.calls) == calls
+    assert examples_path.read_bytes() == first_examples and cells_path.read_bytes() == first_cells
+
+    # a run killed while writing: the last two records lost, a torn line, no cell summaries yet
+    lines = first_examples.decode().splitlines(keepends=True)
+    lost = [json.loads(line) for line in lines[-2:]]
+    examples_path.write_text("".join(lines[:-2]) + lines[-2][: len(lines[-2]) // 2])
+    cells_path.unlink()
+    run_evaluation(config, models)
+    assert len(models.generator.calls) == calls + sum(len(r["generator_prompt_tokens"]) for r in lost)
+    again = _lines(examples_path)
+    assert [_results(r) for r in again] == [_results(json.loads(line)) for line in lines]
+    assert [_cell_results(c) for c in _lines(cells_path)] == [_cell_results(json.loads(c))
+                                                              for c in first_cells.decode().splitlines()]
+
+
+def test_new_modes_run_alone_and_other_settings_are_refused(tmp_path, data_files):
+    models = fake_models()
+    run_evaluation(make_config(tmp_path / "out", data_files, modes=["rag"]), models)
+    calls = len(models.generator.calls)
+    cells = EvalRunner(make_config(tmp_path / "out", data_files, modes=["rag", "memorag"]), models).run()
+    assert len(cells) == 6
+    assert len(models.generator.calls) == calls + 6  # memorag only: one answer per question
+
+    changed = make_config(tmp_path / "out", data_files, modes=["rag"],
+                          pipeline={"chunk_tokens": 16, "overlap_tokens": 4, "hits_per_query": 2})
+    with pytest.raises(ResultsMismatchError, match="other settings"):
+        run_evaluation(changed, models)
+
+
+def test_unscorable_metric_is_an_error_before_any_question(tmp_path, data_files):
+    from memorag.data.eval_sets import EvalExample, write_examples
+    from memorag.evaluation import EvalError
+
+    path = write_examples(tmp_path / "choice.jsonl", [EvalExample(id="c", task="t", question="A or B?", answers=["A"],
+                                                                  context="A is right .", metric="infinitebench_choice")])
+    models = fake_models()
+    config = make_config(tmp_path / "out", data_files, tasks=[{"name": "choice", "source": "examples", "path": str(path)}])
+    with pytest.raises(EvalError, match="infinitebench_choice"):
+        run_evaluation(config, models)
+    assert models.generator.calls == []
+
+
+def test_summarize_tasks_ask_for_summaries(tmp_path, data_files):
+    from memorag.data.eval_sets import EvalExample, write_examples
+
+    context = " ".join(["The grass is green and the sky is blue ."] * 6)
+    path = write_examples(tmp_path / "sum.jsonl", [EvalExample(id="s", task="t", question="", answers=["green grass"],
+                                                               context=context, metric="rouge_score")])
+    models = fake_models()
+    config = make_config(tmp_path / "out", data_files, modes=["rag", "memorag"],
+                         tasks=[{"name": "sum", "source": "examples", "path": str(path), "kind": "summarize"}])
+    cells, _ = run_evaluation(config, models)
+    assert {cell["pipeline_task"] for cell in cells} == {"summarize"} and all(cell["n"] == 1 for cell in cells)
+    assert all("Summarize the text." in prompt for prompt, _ in models.generator.calls)
