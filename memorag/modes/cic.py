@@ -8,23 +8,29 @@ it lists before the answer), `Answer.evidence` every document in the prompt (who
 `Answer.warnings` what was cut or could not be read (see `cic_answer.py`).
 
 Window policy: when the prompt does not fit the generator's window (less the answer's
-tokens), documents are kept whole, in corpus order, while they fit; the rest are
-dropped, the few-shot examples are drawn from the kept ones only, and a warning is
-logged and put in `Answer.warnings`. If not even the first document fits, it is an
-error. A generator whose window is unknown (an endpoint without `generator_window`) is
-sent the whole corpus.
+tokens), documents are kept whole, in corpus order, while they fit; the next one is cut
+at the end (at a word boundary) to the room left, if at least `MIN_CUT_TOKENS` are left
+(a corpus of one long document, like a per-question context, is read up to the window);
+the rest are dropped. The few-shot examples are drawn from the kept documents only, and a
+warning is logged and put in `Answer.warnings`. If not even `MIN_CUT_TOKENS` of the first
+document fit, it is an error. A generator whose window is unknown (an endpoint without
+`generator_window`) is sent the whole corpus.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from memorag.modes import cic_prompt
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.cic_answer import parse_reply
 from memorag.pipeline.types import Answer, AskHooks, Corpus, Evidence, PipelineError, timed
+from memorag.retrieval.chunking import Document
 
 logger = logging.getLogger(__name__)
+
+MIN_CUT_TOKENS = 64  # least room worth giving a cut document
 
 
 @register_mode
@@ -38,7 +44,7 @@ class CiCMode(Mode):
 
     def __init__(self, pipeline):
         super().__init__(pipeline)
-        self._prefixes: dict[tuple[int, str, str], str] = {}
+        self._prefixes: dict[tuple[int, int | None, str, str], str] = {}
         self._document_tokens: list[int] | None = None
 
     def prepare(self, corpus: Corpus) -> None:
@@ -52,16 +58,20 @@ class CiCMode(Mode):
         warnings: list[str] = []
         suffix = cic_prompt.query_suffix(query, language)
         with timed(timings, "prompt"):
-            count, prefix = self._fit(suffix, task, language, warnings)
-        documents = rag.documents[:count]
+            count, cut, prefix = self._fit(suffix, task, language, warnings)
+        documents = self.documents(count, cut)
         tokens = self.document_tokens()
         evidence = [Evidence(-1, document.id, document.title, 0, len(document.text), tokens[number], 0.0, [],
-                             document.text) for number, document in enumerate(documents)]
+                             document.text) for number, document in enumerate(documents[:count])]
+        if cut is not None:
+            document = documents[count]
+            evidence.append(Evidence(-1, document.id, document.title, 0, cut, self._tokens(document), 0.0, [],
+                                     document.text))
         hooks.evidence(evidence)
         with timed(timings, "generate"):
             reply = rag.generator.generate_with_prefix(prefix, suffix, max_new_tokens=rag.config.answer_max_new_tokens,
                                                        on_text=hooks.on_text)
-        parsed = parse_reply(reply, task, count)
+        parsed = parse_reply(reply, task, len(documents))
         for note in parsed.notes:
             logger.info("cic: %s", note)
         warnings += parsed.notes
@@ -70,15 +80,29 @@ class CiCMode(Mode):
         return Answer(query, task, self.name, text, [], evidence, timings, rag.generator.name,
                       predicted_ids=predicted, warnings=warnings, raw_reply=reply)
 
-    def prefix(self, count: int, task: str, language: str) -> str:
-        """The shared part of the prompt over the first `count` documents."""
-        key = (count, task, language)
+    def documents(self, count: int, cut: int | None = None) -> list[Document]:
+        """The first `count` documents, and the next one's first `cut` characters when `cut` is set."""
+        documents = list(self.pipeline.documents[:count])
+        if cut is not None:
+            document = self.pipeline.documents[count]
+            documents.append(dataclasses.replace(document, text=document.text[:cut]))
+        return documents
+
+    def prefix(self, count: int, task: str, language: str, cut: int | None = None) -> str:
+        """The shared part of the prompt over `documents(count, cut)`."""
+        key = (count, cut, task, language)
         if key not in self._prefixes:
-            documents = self.pipeline.documents[:count]
-            config = self.pipeline.config
-            examples = cic_prompt.build_examples(documents, config.cic_examples, config.cic_seed, language)
-            self._prefixes[key] = cic_prompt.corpus_prefix(documents, task, language, examples)
+            self._prefixes[key] = self._build_prefix(self.documents(count, cut), task, language)
         return self._prefixes[key]
+
+    def _build_prefix(self, documents: list[Document], task: str, language: str) -> str:
+        config = self.pipeline.config
+        examples = cic_prompt.build_examples(documents, config.cic_examples, config.cic_seed, language)
+        return cic_prompt.corpus_prefix(documents, task, language, examples)
+
+    def _tokens(self, document: Document) -> int:
+        generator = self.pipeline.generator
+        return generator.count_tokens(cic_prompt.render_document(0, document)) - generator.count_tokens("")
 
     def document_tokens(self) -> list[int]:
         """Each document's tokens in the prompt (its tagged line, in the generator's tokens)."""
@@ -89,25 +113,22 @@ class CiCMode(Mode):
                                      for number, document in enumerate(self.pipeline.documents)]
         return self._document_tokens
 
-    def _fit(self, suffix: str, task: str, language: str, warnings: list[str]) -> tuple[int, str]:
-        """How many documents (from the first) the prompt holds, and its prefix; see the module."""
+    def _fit(self, suffix: str, task: str, language: str, warnings: list[str]) -> tuple[int, int | None, str]:
+        """How many whole documents (from the first) the prompt holds, how many characters of
+        the next one (None: none), and its prefix; see the module."""
         rag = self.pipeline
         total = len(rag.documents)
         count = total
         prefix = self.prefix(count, task, language)
         window = rag.generator.context_window
         if not window:
-            return count, prefix
+            return count, None, prefix
         limit = window - rag.config.answer_max_new_tokens
         used = first_used = rag.generator.count_tokens(prefix + suffix)
         while used > limit:
             if count == 1:
-                raise PipelineError(
-                    f"cic: not even the first document fits the generator's window ({window} tokens, "
-                    f"{rag.config.answer_max_new_tokens} of them for the answer) beside the instruction, "
-                    "examples and query; use a generator with a larger window (generator_window), fewer "
-                    "examples (cic_examples), or a retrieval mode such as rag"
-                )
+                count = 0
+                break
             tokens = self.document_tokens()
             freed = 0
             while count > 1 and (freed < used - limit or freed == 0):  # drop at least one
@@ -118,15 +139,53 @@ class CiCMode(Mode):
         # the estimate ignores that fewer documents also give shorter examples: add back while they fit
         while count < total and rag.generator.count_tokens(self.prefix(count + 1, task, language) + suffix) <= limit:
             count += 1
-            prefix = self.prefix(count, task, language)
+        cut = None
         if count < total:
-            dropped = [document.id for document in rag.documents[count:]]
+            cut = self._cut(count, suffix, task, language, limit)
+            if count == 0 and cut is None:
+                raise PipelineError(
+                    f"cic: not even {MIN_CUT_TOKENS} tokens of the first document fit the generator's window "
+                    f"({window} tokens, {rag.config.answer_max_new_tokens} of them for the answer) beside the "
+                    "instruction, examples and query; use a generator with a larger window (generator_window), "
+                    "fewer examples (cic_examples), or a retrieval mode such as rag"
+                )
+            dropped = [document.id for document in rag.documents[count + (cut is not None):]]
+            kept = f"kept the first {count} of {total} documents in corpus order"
+            if cut is not None:
+                document = rag.documents[count]
+                kept += f", the first {cut} of {len(document.text)} characters of {document.id}"
             message = (
                 f"cic: the corpus prompt has {first_used} tokens but the generator's window leaves {limit} "
-                f"({window} less {rag.config.answer_max_new_tokens} for the answer); kept the first {count} of "
-                f"{total} documents in corpus order and dropped the last {total - count}: "
-                f"{', '.join(dropped[:5])}{', ...' if len(dropped) > 5 else ''}"
+                f"({window} less {rag.config.answer_max_new_tokens} for the answer); {kept}"
             )
+            if dropped:
+                message += (f" and dropped the last {len(dropped)}: {', '.join(dropped[:5])}"
+                            f"{', ...' if len(dropped) > 5 else ''}")
             logger.warning(message)
             warnings.append(message)
-        return count, prefix
+        return count, cut, self.prefix(count, task, language, cut)
+
+    def _cut(self, count: int, suffix: str, task: str, language: str, limit: int) -> int | None:
+        """The most characters of document `count` (ending at a word boundary) that fit beside the
+        first `count` documents, or None when fewer than `MIN_CUT_TOKENS` tokens would."""
+        generator = self.pipeline.generator
+        if generator.count_tokens(self.prefix(count, task, language) + suffix) + MIN_CUT_TOKENS > limit:
+            return None
+        text = self.pipeline.documents[count].text
+
+        def fits(length: int) -> bool:
+            prefix = self._build_prefix(self.documents(count, length), task, language)
+            return generator.count_tokens(prefix + suffix) <= limit
+
+        low, high = 0, len(text)  # fits(low); the answer is the largest length that fits
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(middle):
+                low = middle
+            else:
+                high = middle - 1
+        boundary = text.rfind(" ", 0, low + 1) if low < len(text) else low
+        cut = boundary if boundary > 0 else low
+        if cut == 0 or self._tokens(dataclasses.replace(self.pipeline.documents[count], text=text[:cut])) < MIN_CUT_TOKENS:
+            return None
+        return cut

@@ -187,8 +187,27 @@ def test_a_corpus_over_the_window_keeps_the_first_documents_and_warns(caplog):
 
 def test_a_window_too_small_for_one_document_is_a_clear_error():
     rag, _ = cic_rag(window=60)
-    with pytest.raises(PipelineError, match="not even the first document fits"):
+    with pytest.raises(PipelineError, match="not even 64 tokens of the first document fit"):
         rag.ask(QUERY)
+
+
+def test_a_document_longer_than_the_window_is_cut_at_a_word_boundary(caplog):
+    long_text = " ".join(f"w{number}" for number in range(3000))
+    generator = FakeEchoGenerator("Final Answer: [0]", context_window=1200)
+    rag = make_rag(generator=generator, mode="cic")
+    rag.memorize([Document(id="haystack", title="Haystack", text=long_text)], with_memory=False)
+    with caplog.at_level(logging.WARNING, logger="memorag.modes.cic"):
+        answer = rag.ask(QUERY)
+    [evidence] = answer.evidence
+    cut = evidence.end_char
+    assert 0 < cut < len(long_text) and long_text[cut] == " "  # the first words, whole
+    assert long_text[:cut] in generator.prompts[-1] and long_text[: cut + 8] not in generator.prompts[-1]
+    room = 1200 - rag.config.answer_max_new_tokens
+    assert room - 2 <= generator.count_tokens(generator.prompts[-1]) <= room  # filled to the window, one word short at most
+    assert answer.predicted_ids == ["haystack"]
+    message = f"the first {cut} of {len(long_text)} characters of haystack"
+    assert any(message in warning for warning in answer.warnings)
+    assert any(message in record.getMessage() for record in caplog.records)
 
 
 def test_a_local_generator_computes_the_corpus_once_for_many_queries():
