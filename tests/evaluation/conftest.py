@@ -13,7 +13,7 @@ from memorag.data.eval_sets import CorpusTask, EvalExample, save_corpus_task, wr
 from memorag.evaluation import EvalConfig, Models
 from memorag.generation import Generator
 from memorag.retrieval.chunking import Document
-from tests.pipeline.conftest import TEST_SETTINGS, FakeHashEmbedder, tiny_model
+from tests.pipeline.conftest import TEST_SETTINGS, FakeHashEmbedder, one_thread, tiny_model  # noqa: F401 - one_thread: autouse
 
 FILLER = "The grass is green and the sky is blue over the quiet town today ."
 _NUMBER = re.compile(r"\b\d{7}\b")
@@ -97,14 +97,3 @@ def make_config(out_dir: Path, data_files: tuple[Path, Path], **overrides) -> Ev
         **overrides,
     }
     return config_from_dict(EvalConfig, settings)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread; two threads on a busy shared machine can be 100x slower."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

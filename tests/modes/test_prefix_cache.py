@@ -9,15 +9,7 @@ from memorag.generation import Generator, LocalGenerator
 from memorag.generation.prefix_cache import PrefixCache, common_prefix_length
 from tests.memory.conftest import tiny_base
 from tests.memory.test_persistence import tiny_tokenizer
-from tests.pipeline.conftest import FakeEchoGenerator, words
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from tests.pipeline.conftest import FakeEchoGenerator, one_thread, words  # noqa: F401 - one_thread: autouse
 
 
 def tiny_generator(**kwargs) -> LocalGenerator:
