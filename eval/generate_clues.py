@@ -1,4 +1,4 @@
-"""Write a trained memory checkpoint's clues for each example, and compare clue-driven retrieval
+r"""Write a trained memory checkpoint's clues for each example, and compare clue-driven retrieval
 recall with query-only recall (same retriever, same k).
 
     python eval/generate_clues.py --checkpoint runs/sft-smollm2/final --data data/synthetic/synthetic_niah_single_8192.jsonl
