@@ -48,6 +48,8 @@ demo: setup
 
 bench: setup
 	$(PYTHON) benchmarks/memorize.py
+	$(PYTHON) benchmarks/retrieval.py
+	$(PYTHON) benchmarks/pipeline.py
 
 lint: setup
 	$(VENV)/bin/ruff check .
