@@ -4,7 +4,7 @@ Tasks: `retrieval` (the reply names the documents that answer the query; `Answer
 is their ids joined with ", ") and `qa` (the reply answers). In both, `Answer.predicted_ids`
 holds the document ids the reply names (retrieval: its final answer; qa: the documents
 it lists before the answer), `Answer.evidence` every document in the prompt (whole, with
-`chunk_id` -1, in corpus order), `Answer.raw_reply` the reply itself, and
+`chunk_id` NO_CHUNK, in corpus order), `Answer.raw_reply` the reply itself, and
 `Answer.warnings` what was cut or could not be read (see `cic_answer.py`).
 
 Window policy: when the prompt does not fit the generator's window (less the answer's
@@ -25,7 +25,7 @@ import logging
 from memorag.modes import cic_prompt
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.cic_answer import parse_reply
-from memorag.pipeline.types import Answer, AskHooks, Corpus, Evidence, PipelineError, timed
+from memorag.pipeline.types import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, PipelineError, timed
 from memorag.retrieval.chunking import Document
 
 logger = logging.getLogger(__name__)
@@ -61,11 +61,11 @@ class CiCMode(Mode):
             count, cut, prefix = self._fit(suffix, task, language, warnings)
         documents = self.documents(count, cut)
         tokens = self.document_tokens()
-        evidence = [Evidence(-1, document.id, document.title, 0, len(document.text), tokens[number], 0.0, [],
+        evidence = [Evidence(NO_CHUNK, document.id, document.title, 0, len(document.text), tokens[number], 0.0, [],
                              document.text) for number, document in enumerate(documents[:count])]
         if cut is not None:
             document = documents[count]
-            evidence.append(Evidence(-1, document.id, document.title, 0, cut, self._tokens(document), 0.0, [],
+            evidence.append(Evidence(NO_CHUNK, document.id, document.title, 0, cut, self._tokens(document), 0.0, [],
                                      document.text))
         hooks.evidence(evidence)
         with timed(timings, "generate"):

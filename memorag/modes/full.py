@@ -9,7 +9,7 @@ prompt; its instructions sit at both ends, so they survive, as ours do untouched
 The corpus is the documents in order, counted in the pipeline's tokenizer (the one
 chunks are counted in); the prompt is then counted in the generator's own tokens, and
 the budget shrinks by any excess until it fits. The kept pieces are the evidence
-(`chunk_id` -1): whole documents, the head's last document up to the cut, the tail's
+(`chunk_id` NO_CHUNK): whole documents, the head's last document up to the cut, the tail's
 first document from the cut, each with exact character offsets. They are shown as
 passages (`render_passages`), which merges two pieces of one document only where they
 touch, i.e. when what was dropped between them is a single character.
@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks, Corpus, Evidence, PipelineError, timed
+from memorag.pipeline.types import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, PipelineError, timed
+from memorag.retrieval.chunking import token_spans
 
 
 @register_mode
@@ -60,16 +61,9 @@ class FullMode(Mode):
         """Each document's tokens as (start, end) character offsets ([N_tokens, 2]), in the
         pipeline's tokenizer; computed once per corpus."""
         if self._token_spans is None:
-            spans = []
-            for document in self.pipeline.documents:
-                encoding = self.pipeline.tokenizer(document.text, add_special_tokens=False,
-                                                   return_offsets_mapping=True, verbose=False)
-                if "offset_mapping" not in encoding:
-                    raise PipelineError("the full mode cuts text by token offsets; the tokenizer gives none "
-                                        "(use a Hugging Face fast tokenizer)")
-                offsets = np.asarray(encoding["offset_mapping"], dtype=np.int64).reshape(-1, 2)  # [N, 2]
-                spans.append(offsets[offsets[:, 1] > offsets[:, 0]])
-            self._token_spans = spans
+            tokenizer = self.pipeline.tokenizer
+            self._token_spans = [np.asarray(token_spans(tokenizer, document.text), dtype=np.int64).reshape(-1, 2)
+                                 for document in self.pipeline.documents]  # each [N_tokens, 2]
         return self._token_spans
 
     def fit(self, query: str, task: str, language: str) -> list[Evidence]:
@@ -124,4 +118,4 @@ class FullMode(Mode):
         tokens = self.token_spans()[number]
         start = 0 if first == 0 else int(tokens[first, 0])
         end = len(document.text) if stop == len(tokens) else int(tokens[stop - 1, 1])
-        return Evidence(-1, document.id, document.title, start, end, stop - first, 0.0, [], document.text[start:end])
+        return Evidence(NO_CHUNK, document.id, document.title, start, end, stop - first, 0.0, [], document.text[start:end])

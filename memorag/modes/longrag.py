@@ -20,7 +20,7 @@ The `Answer`: `answer` is the short answer (streamed through `on_text`), `raw_cl
 holds the long answer under "long_answer", and `evidence` has one entry per document (or
 piece of a document, for a cut unit) given to the reader, in reading order, scored by its
 unit's MaxP score (a cut unit's pieces: their chunk's score). Their `chunk_id` is
-`NOT_A_PIPELINE_CHUNK`: the reader reads documents, not the pipeline's chunks; `doc_id`
+`NO_CHUNK`: the reader reads documents, not the pipeline's chunks; `doc_id`
 and the character offsets name the text.
 """
 
@@ -31,15 +31,15 @@ import re
 
 from memorag import prompts
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks, Corpus, Evidence, PipelineError, timed
+from memorag.pipeline.types import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, PipelineError, timed
 from memorag.retrieval.base import Hit
+from memorag.retrieval.chunking import count_tokens
 from memorag.retrieval.hybrid import fit_to_budget
 from memorag.retrieval.longrag import Unit
-from memorag.retrieval.unit_index import UnitIndex, choose_links, count_tokens, default_chunk_tokens
+from memorag.retrieval.unit_index import UnitIndex, choose_links, default_chunk_tokens
 
 logger = logging.getLogger(__name__)
 
-NOT_A_PIPELINE_CHUNK = -1  # `Evidence.chunk_id` of what the long reader was given
 # Units are counted with the memory model's tokenizer, the window with the generator's: leave a
 # margin for the difference (as the pipeline's evidence budget does).
 TOKENIZER_MARGIN = 0.9
@@ -175,7 +175,7 @@ class LongRAGMode(Mode):
         for doc_id in unit.doc_ids:
             document = self.index.documents[doc_id]
             evidence.append(Evidence(
-                NOT_A_PIPELINE_CHUNK, document.id, document.title, 0, len(document.text),
+                NO_CHUNK, document.id, document.title, 0, len(document.text),
                 count_tokens(self.pipeline.tokenizer, document.text), round(score, 6), [0], document.text,
             ))
         return evidence
@@ -190,7 +190,7 @@ class LongRAGMode(Mode):
             for document, start, end in self.index.pieces(unit, chunk.start_char, chunk.end_char):
                 text = document.text[start:end]
                 evidence.append(Evidence(
-                    NOT_A_PIPELINE_CHUNK, document.id, document.title, start, end,
+                    NO_CHUNK, document.id, document.title, start, end,
                     count_tokens(self.pipeline.tokenizer, text), round(scores[chunk.id], 6), [0], text,
                 ))
         return evidence

@@ -28,7 +28,7 @@ from memorag.modes.base import Mode, register_mode
 from memorag.pipeline.types import Answer, AskHooks, Corpus, Evidence, timed
 from memorag.retrieval.chunking import chunk_documents_for_mixpr
 from memorag.retrieval.hybrid import fit_to_budget
-from memorag.retrieval.mixpr import MixPRRetriever, Route
+from memorag.retrieval.mixpr import MixPRRetriever, Route, route_rule_based
 
 ROUTER_MAX_NEW_TOKENS = 16  # the router answers one word; a little room for a chatty model
 
@@ -63,8 +63,9 @@ class MixPRMode(Mode):
             replies.append(self.pipeline.generator.generate(prompt, max_new_tokens=ROUTER_MAX_NEW_TOKENS))
             return replies[-1]
 
-        self.retriever.router = ask_generator if self.pipeline.config.mixpr_router == "llm" else None
-        return self.retriever.route(query), (replies[0] if replies else None)
+        if self.pipeline.config.mixpr_router == "rules":
+            return route_rule_based(query), None
+        return self.retriever.route(query, router=ask_generator), (replies[0] if replies else None)
 
     def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
         rag = self.pipeline

@@ -165,12 +165,15 @@ class PipelineConfig:
 # results
 
 
+NO_CHUNK = -1  # `Evidence.chunk_id` of text given whole or cut, not one of the pipeline's chunks
+
+
 @dataclass
 class Evidence:
     """A retrieved chunk given to the generator: where it is, how it scored, which queries found it.
 
     `queries` are indices into the retrieval queries: 0 is the user's query, 1.. the clues.
-    Modes that read no chunks give spans with `chunk_id` -1: whole documents (cic), the kept
+    Modes that read no chunks give spans with `chunk_id` NO_CHUNK: whole documents (cic, longrag), the kept
     head and tail of the corpus (full).
     """
 

@@ -72,12 +72,18 @@ def _validate_documents(documents: Sequence[Document]) -> None:
             raise ValueError(f"document {document.id!r} (position {position}) has empty text")
 
 
-def _token_spans(tokenizer: OffsetTokenizer, text: str) -> list[tuple[int, int]]:
+def token_spans(tokenizer: OffsetTokenizer, text: str) -> list[tuple[int, int]]:
+    """The (start, end) character span of each token of `text` that covers some text."""
     encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     if "offset_mapping" not in encoding:
         raise TypeError("tokenizer did not return 'offset_mapping'; use a Hugging Face fast tokenizer")
     # Zero-width spans are special or empty tokens: they cover no text.
     return [(int(start), int(end)) for start, end in encoding["offset_mapping"] if end > start]
+
+
+def count_tokens(tokenizer: OffsetTokenizer, text: str) -> int:
+    """Tokens of `text` as chunks count them (no special tokens)."""
+    return len(token_spans(tokenizer, text))
 
 
 def chunk_documents(
@@ -107,7 +113,7 @@ def chunk_documents(
     stride = chunk_tokens - overlap_tokens
     chunks: list[Chunk] = []
     for document in documents:
-        spans = _token_spans(tokenizer, document.text)
+        spans = token_spans(tokenizer, document.text)
         if not spans:
             raise ValueError(f"document {document.id!r} produced no tokens")
         start_token = 0
@@ -219,7 +225,7 @@ def chunk_documents_for_mixpr(
             if tokenizer is None:
                 num_tokens = _num_words(span.text, 0, len(span.text))
             else:
-                num_tokens = len(_token_spans(tokenizer, span.text))
+                num_tokens = len(token_spans(tokenizer, span.text))
             chunks.append(
                 Chunk(
                     id=first_id + len(chunks),

@@ -242,13 +242,14 @@ class MixPRRetriever(Retriever):
         assert self._graph is not None
         return self._graph
 
-    def route(self, query: str) -> Route:
-        """Local or global: the LLM router when one is set (falls back to the rules when
-        its answer names neither), else ``route_rule_based``."""
-        if self.router is None:
+    def route(self, query: str, router: Router | None = None) -> Route:
+        """Local or global: the LLM router (``router``, else the one set on the retriever;
+        falls back to the rules when its answer names neither), else ``route_rule_based``."""
+        router = router or self.router
+        if router is None:
             return route_rule_based(query)
         excerpt = self._texts[:2] + self._texts[2:][-2:]
-        answer = self.router(query, excerpt)
+        answer = router(query, excerpt)
         parsed = parse_route(answer)
         if parsed is None:
             logger.warning("router answer %r names neither local nor global; using the rules", answer[:200])

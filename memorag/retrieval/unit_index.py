@@ -11,18 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from memorag.retrieval.base import Hit, Retriever
-from memorag.retrieval.chunking import Chunk, Document, OffsetTokenizer, chunk_documents
+from memorag.retrieval.chunking import Chunk, Document, OffsetTokenizer, chunk_documents, count_tokens
 from memorag.retrieval.longrag import Unit, group_documents, infer_links, maxp
 
 LinkPolicy = Literal["auto", "given", "terms"]
 LINK_POLICIES: tuple[str, ...] = ("auto", "given", "terms")
 PAPER_CHUNK_TOKENS = 512  # LongRAG's MaxP chunk size
-
-
-def count_tokens(tokenizer: OffsetTokenizer, text: str) -> int:
-    """Tokens of ``text`` (no special tokens), with the tokenizer chunking uses."""
-    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    return len(encoding["offset_mapping"])
 
 
 def choose_links(documents: Sequence[Document], policy: LinkPolicy) -> Mapping[str, Iterable[str]] | None:

@@ -10,8 +10,9 @@ import pytest
 from memorag import prompts
 from memorag.cli import _overrides, build_parser
 from memorag.config import ConfigError
-from memorag.modes.longrag import NOT_A_PIPELINE_CHUNK, short_answer
+from memorag.modes.longrag import short_answer
 from memorag.pipeline import MemoRAG, PipelineConfig
+from memorag.pipeline.types import NO_CHUNK
 from memorag.retrieval import Document
 from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, make_rag, tiny_model
 
@@ -61,7 +62,7 @@ def test_the_best_unit_is_read_whole_and_named_in_the_evidence():
     texts = {d.id: d.text for d in rag.documents}
     assert [item.doc_id for item in answer.evidence] == ["lighthouse", "harbour"]  # the unit, in corpus order
     for item in answer.evidence:
-        assert item.chunk_id == NOT_A_PIPELINE_CHUNK
+        assert item.chunk_id == NO_CHUNK
         assert (item.start_char, item.end_char, item.text) == (0, len(texts[item.doc_id]), texts[item.doc_id])
     assert WICK_SENTENCE in generator.prompts[0] and texts["harbour"] in generator.prompts[0]
     assert texts["bridge"] not in generator.prompts[0]
