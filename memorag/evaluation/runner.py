@@ -275,7 +275,7 @@ class EvalRunner:
             raise
         prompt_tokens = self.meter.take()
         ks = self.config.recall_k
-        if not answer.evidence and "retrieve" not in answer.timings:
+        if pipeline_task in get_mode(name).tasks_without_evidence:
             recall = recall_lib.not_applicable(ks)
         else:
             units = recall_lib.gold_units(example.gold_evidence, group.as_documents)

@@ -30,6 +30,8 @@ class Mode(ABC):
     tasks: ClassVar[tuple[str, ...]]
     default_task: ClassVar[str]
     needs_memory: ClassVar[bool] = False  # whether `memorize` should build the memory for it
+    # tasks answered from no retrieved or given text (e.g. from the memory alone): recall does not apply
+    tasks_without_evidence: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, pipeline: MemoRAG):
         self.pipeline = pipeline

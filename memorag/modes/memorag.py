@@ -14,6 +14,7 @@ class MemoRAGMode(Mode):
     tasks = ("memorag", "qa", "summarize")
     default_task = "memorag"
     needs_memory = True
+    tasks_without_evidence = ("qa",)  # the memory model answers from its memory alone
 
     def prepare(self, corpus: Corpus) -> None:
         self.pipeline.ensure_memory()
