@@ -31,6 +31,7 @@ import re
 
 from memorag import prompts
 from memorag.modes.base import Mode, register_mode
+from memorag.pipeline.core import TOKENIZER_MARGIN
 from memorag.pipeline.types import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, PipelineError, timed
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import count_tokens
@@ -40,9 +41,6 @@ from memorag.retrieval.unit_index import UnitIndex, choose_links, default_chunk_
 
 logger = logging.getLogger(__name__)
 
-# Units are counted with the memory model's tokenizer, the window with the generator's: leave a
-# margin for the difference (as the pipeline's evidence budget does).
-TOKENIZER_MARGIN = 0.9
 
 
 def short_answer(reply: str, language: str = "en") -> str:

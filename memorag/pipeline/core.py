@@ -32,6 +32,9 @@ from memorag.pipeline.types import (
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import Chunk, Document
 
+# Chunks are counted with the memory model's tokenizer, the generator's window with its own:
+# evidence budgets keep this share of the room the window leaves.
+TOKENIZER_MARGIN = 0.9
 
 class MemoRAG:
     """Memory-driven retrieval-augmented generation over a corpus; see the module docstring.
@@ -371,7 +374,7 @@ class MemoRAG:
             overhead = self.generator.count_tokens(self._prompt(query, task, language, []), system)
             room = window - overhead - self._max_new_tokens(task)
             # chunk sizes are counted with the memory model's tokenizer: leave a margin for another's
-            budget = min(budget, int(room * 0.9))
+            budget = min(budget, int(room * TOKENIZER_MARGIN))
             if budget < 1:
                 raise PipelineError(
                     f"the generator's window ({window} tokens) leaves no room for evidence after the prompt "
