@@ -1,8 +1,10 @@
-"""Memorize speed and memory on the embedded model's shape (MEMORY_MODEL.md section 7).
+"""Memorize speed and memory on the embedded model's shape (docs/memory-model.md).
 
     python benchmarks/memorize.py                 # the full grid, random weights
     python benchmarks/memorize.py --quick         # 4K and 8K only
     python benchmarks/memorize.py --lengths 8192 --ratios 4 --dtypes bfloat16
+    git worktree add /tmp/before REV && python benchmarks/memorize.py --baseline /tmp/before \
+        --lengths 8192 16384 32768 --ratios 4 16 --dtypes bfloat16 --repeats 2
 
 Each cell runs in a fresh process (so peak memory is the cell's own): memorize N
 random tokens at ratio r with window 1024, full-coverage attention, memory
@@ -15,6 +17,11 @@ only, no quality). Prints a markdown table and writes JSON to benchmarks/results
 Beside each memorize cell: its lower bound from `benchmarks/roofline.py` (the cell's
 exact FLOPs, linear layers at this machine's measured GEMM peak and attention at the
 fused attention kernel's measured rate), and the measured time as a share of it.
+
+`--baseline DIR` compares with another checkout of the project (e.g. the commit before a
+change): every memorize cell runs in both trees, alternating, `--repeats` times each,
+and the table gives the best time of each and their ratio (before / after; above 1:
+this tree is faster). Alternating keeps any load on the machine fair to both.
 """
 
 from __future__ import annotations
@@ -86,6 +93,65 @@ def run_cell(mode: str, length: int, ratio: int, dtype_name: str, embedded: bool
     return result
 
 
+def _run_in(tree: Path, cell: tuple, args) -> dict:
+    """One cell in a fresh process, importing `memorag` from `tree`."""
+    import os
+
+    command = [sys.executable, str(tree / "benchmarks" / "memorize.py"), "--cell", ",".join(map(str, cell))]
+    command += ["--embedded"] if args.embedded else []
+    command += ["--threads", str(args.threads)] if args.threads else []
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    completed = subprocess.run(command, capture_output=True, text=True, check=False, env=env, cwd=tree)
+    if completed.returncode != 0:
+        print(completed.stderr[-2000:], file=sys.stderr)
+        raise SystemExit(f"cell {cell} failed in {tree}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def _revision(tree: Path) -> str:
+    completed = subprocess.run(["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True,
+                               text=True, check=False)
+    return completed.stdout.strip() or "unknown"
+
+
+def compare(args, lengths: list[int]) -> None:
+    """Memorize cells in this tree and in `args.baseline`, alternating; best of `args.repeats` each."""
+    here, there = Path(__file__).resolve().parents[1], Path(args.baseline).resolve()
+    rows = []
+    for dtype in args.dtypes:
+        for ratio in args.ratios:
+            for length in lengths:
+                cell = ("memorize", length, ratio, dtype)
+                times: dict[str, list[float]] = {"before": [], "after": []}
+                for _ in range(args.repeats):
+                    for label, tree in (("before", there), ("after", here)):
+                        times[label].append(_run_in(tree, cell, args)["seconds"])
+                best = {label: min(values) for label, values in times.items()}
+                rows.append({"dtype": dtype, "ratio": ratio, "tokens": length, "runs": times, **best,
+                             "before_over_after": best["before"] / best["after"]})
+                print(f"{dtype} r={ratio} {length} tok: before {best['before']:.2f} s, after {best['after']:.2f} s, "
+                      f"ratio {best['before'] / best['after']:.3f}", flush=True)
+    print(f"\nbefore = {there} ({_revision(there)}), after = {here} ({_revision(here)})")
+    print("| dtype | ratio | tokens | before s | after s | before / after |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['dtype']} | {row['ratio']} | {row['tokens']} | {row['before']:.2f} | {row['after']:.2f} | "
+              f"{row['before_over_after']:.3f} |")
+    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-compare-{platform.node()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": _processor(),
+               "before": _revision(there), "after": _revision(here), "repeats": args.repeats}
+    out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
+    print(f"\nwrote {out}")
+
+
+def _processor() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192, 16384, 32768])
@@ -96,6 +162,8 @@ def main() -> None:
     parser.add_argument("--embedded", action="store_true", help="real embedded weights instead of random ones")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/memorize-HOST.json)")
+    parser.add_argument("--baseline", help="another checkout of the project to compare memorize cells with")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each cell (the best time counts)")
     parser.add_argument("--cell", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
@@ -103,6 +171,9 @@ def main() -> None:
         print(json.dumps(run_cell(mode, int(length), int(ratio), dtype, args.embedded, args.threads)))
         return
     lengths = [n for n in args.lengths if n <= 8192] if args.quick else args.lengths
+    if args.baseline:
+        compare(args, lengths)
+        return
     cells = []
     for dtype in args.dtypes:
         for ratio in args.ratios:

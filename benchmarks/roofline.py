@@ -4,15 +4,15 @@
     python benchmarks/roofline.py --lengths 32768 --ratios 4
 
 `memorize_flops` counts the work of reading N tokens exactly as `MemoryModel.memorize`
-does it (tests/memory/test_roofline.py checks the count against the real calls):
+does it (tests/benchmarks/test_roofline.py checks the count against the real calls):
 - linear layers: every raw row and every memory row passes through each layer's
   q/k/v/o projections and MLP (memory rows through the memory projections, same shapes);
   no logits are computed;
-- attention: in window w (w complete windows already compacted, M_w = w * L / r memory
-  entries), the L raw rows see the M_w entries and, causally, their own window
-  (L (L + 1) / 2 scores); the window's m = L / r memory rows see the M_w entries and the
-  window's L + m rows. Each query-key score costs 4 * head_dim FLOPs per query head
-  (q.k and the weighted sum of v, a multiply and an add each).
+- attention: window w (w complete windows already compacted, M_w = w * L / r memory
+  entries) has T = L + L / r rows, raw and memory tokens interleaved; each sees the M_w
+  entries and, causally, the window's rows before it (T (T + 1) / 2 scores). Each
+  query-key score costs 4 * head_dim FLOPs per query head (q.k and the weighted sum of
+  v, a multiply and an add each).
 
 `measure_peaks` times the machine's best bf16/fp32 rates: a large square matmul (the
 ceiling for any FLOP) and PyTorch's fused CPU attention kernel at the memorize shape. The
@@ -60,11 +60,11 @@ def memorize_scores(num_tokens: int, window: int, ratio: int) -> tuple[int, int]
     if num_tokens % window:
         raise ValueError(f"num_tokens={num_tokens} is not a whole number of windows of {window}")
     per_window = window // ratio
+    rows = window + per_window  # raw and memory rows of one window
     scores = 0
     for w in range(num_tokens // window):
         entries = w * per_window  # memory entries before window w
-        scores += window * entries + window * (window + 1) // 2  # raw rows
-        scores += per_window * (entries + window + per_window)  # memory rows
+        scores += rows * entries + rows * (rows + 1) // 2
     return scores, per_window * (num_tokens // window)
 
 

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from memorag.data.eval_sets import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation.runner import group_examples
-from memorag.io import atomic_write_text, read_json_manifest
+from memorag.io import atomic_write_text
 from memorag.pipeline import MemoRAG, PipelineConfig
 
 VARIANTS = ("query", "clues", "query+clues")
@@ -37,9 +37,9 @@ VARIANTS = ("query", "clues", "query+clues")
 
 def recorded_base(checkpoint: str | os.PathLike[str]) -> str:
     """The base model a memory checkpoint was trained on, as recorded in its ``memory_config.json``."""
-    from memorag.memory.checkpoint import CONFIG, FORMAT, FORMAT_VERSION, MemoryWeightsError
+    from memorag.memory.checkpoint import CONFIG, MemoryWeightsError, read_document
 
-    document = read_json_manifest(Path(checkpoint) / CONFIG, FORMAT, FORMAT_VERSION, MemoryWeightsError)
+    document = read_document(checkpoint)
     base = (document.get("base") or {}).get("base_model")
     if not base:
         raise MemoryWeightsError(f"{checkpoint}/{CONFIG} records no base model; pass --base")

@@ -3,8 +3,11 @@
 `MemoryAttention` keeps the family's own attention as `base_layer` (frozen) and adds
 the memory projections (`memory.q/k/v[/o]`, copies of the base projections). It holds
 no state: each call receives a `StepContext` (through the decoder layer's **kwargs)
-naming the cache to write to and which rows it carries. Without a context it is the
-base attention, untouched, so a patched model still runs as plain transformers.
+naming the cache to write to and which of the step's rows are memory tokens (raw and
+memory rows come interleaved, in sequence order; raw rows use the base projections,
+memory rows the memory projections, each computed only for its own rows). Without a
+context it is the base attention, untouched, so a patched model still runs as plain
+transformers.
 
 `attend` is the one dispatch point for kernels (SDPA, FlashAttention 2, eager).
 """
@@ -34,17 +37,47 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 @dataclass
+class RowSplit:
+    """Which rows of a step are raw tokens and which are memory tokens.
+
+    `raw` and `memory` are row indices [n] and [m]; `order` [n + m] puts
+    `cat([raw rows, memory rows])` back into sequence order.
+    """
+
+    raw: torch.Tensor
+    memory: torch.Tensor
+    order: torch.Tensor
+
+    @classmethod
+    def of(cls, raw_rows: list[int], memory_rows: list[int], device: torch.device) -> RowSplit:
+        raw = torch.tensor(raw_rows, dtype=torch.long, device=device)
+        memory = torch.tensor(memory_rows, dtype=torch.long, device=device)
+        order = torch.argsort(torch.cat([raw, memory]))
+        return cls(raw, memory, order)
+
+    def split(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[B, T, ...] -> raw rows [B, n, ...], memory rows [B, m, ...]."""
+        return rows.index_select(1, self.raw), rows.index_select(1, self.memory)
+
+    def merge(self, raw: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        """Raw rows [B, n, ...] and memory rows [B, m, ...] -> [B, n + m, ...] in sequence order."""
+        return torch.cat([raw, memory], dim=1).index_select(1, self.order)
+
+
+@dataclass
 class StepContext:
     """What one forward step over some rows needs to know; shared by every layer.
 
-    Keys are `[prefix | tail]`: the first `prefix` keys are visible to every row of the
-    step; `mask` [T, tail] (True = may attend) says which tail keys each row sees, and
-    `None` means causal aligned to the last key (the step's own rows come last).
+    Keys are `[prefix | tail]`: the first `prefix` keys (memory entries) are visible to
+    every row of the step; `mask` [T, tail] (True = may attend) says which tail keys
+    (the current window's rows) each row sees, and `None` means causal aligned to the
+    last key (the step's own rows come last). `rows` says which rows are memory tokens
+    (None: all raw).
     """
 
     cache: MemoryCache
-    memory_rows: bool  # True: the rows are memory tokens (memory projections)
     prefix: int
+    rows: RowSplit | None = None
     mask: torch.Tensor | None = None
     implementation: str = "sdpa"
     dtype: torch.dtype | None = None  # the cache's dtype (the base model's), so all rows agree
@@ -55,29 +88,26 @@ def causal_end_mask(num_queries: int, num_keys: int, device: torch.device) -> to
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(num_keys - num_queries)
 
 
-def memory_rows_mask(scheme: str, window: int, offsets: list[int], ratio: int, device: torch.device) -> torch.Tensor:
-    """[m, L + m] bool: which of a complete window's rows each of its memory rows sees.
+def window_mask(scheme: str, ratio: int, rows_before: int, num_rows: int, device: torch.device) -> torch.Tensor | None:
+    """[num_rows, rows_before + num_rows] bool: which rows of the current window each new row sees.
 
-    Keys are [the window's raw rows | the window's memory rows] (memory entries come
-    before them and are visible to all). Memory row i follows raw row `offsets[i]` and
-    always sees itself; `full-coverage` is plain causal in the interleaved order (raw
-    rows up to its own, earlier memory rows of the window); `step-expansion` sees the
-    raw rows up to its own (the first (i+1) * ratio) and no other memory row of the
-    window; `segmentation` sees only its own `ratio` raw rows.
+    Window row t is a memory token when `(t + 1) % (ratio + 1) == 0`. `full-coverage`
+    is plain causal (None: no mask needed). Under `step-expansion` and `segmentation` a
+    raw row sees the raw rows before it and no memory row of its window; memory token
+    j sees itself and the raw rows before it (`step-expansion`) or only its own `ratio`
+    raw rows (`segmentation`).
     """
-    m = len(offsets)
-    follows = torch.tensor(offsets, device=device)[:, None]  # [m, 1]
-    raw = torch.arange(window, device=device)[None, :]  # [1, L]
-    if scheme == "segmentation":
-        raw_visible = (raw <= follows) & (raw > follows - ratio)
-    else:
-        raw_visible = raw <= follows
-    rows = torch.arange(m, device=device)
     if scheme == "full-coverage":
-        memory_visible = rows[None, :] <= rows[:, None]
-    else:
-        memory_visible = rows[None, :] == rows[:, None]
-    return torch.cat([raw_visible, memory_visible], dim=1)
+        return None
+    keys = torch.arange(rows_before + num_rows, device=device)  # [S]
+    queries = keys[rows_before:, None]  # [T, 1]
+    key_is_memory = (keys + 1) % (ratio + 1) == 0  # [S]
+    query_is_memory = (queries + 1) % (ratio + 1) == 0  # [T, 1]
+    causal_raw = (keys[None, :] <= queries) & ~key_is_memory[None, :]  # [T, S]
+    if scheme == "segmentation":
+        group = keys // (ratio + 1)  # the memory token each raw row belongs to
+        causal_raw = causal_raw & (~query_is_memory | (group[None, :] == queries // (ratio + 1)))
+    return causal_raw | (keys[None, :] == queries)
 
 
 def _full_mask(num_queries: int, prefix: int, tail: int, mask: torch.Tensor | None, device) -> torch.Tensor:
@@ -207,10 +237,13 @@ class MemoryAttention(nn.Module):
         self.head_dim: int = base_layer.head_dim
         self.scaling: float = base_layer.scaling
 
-    def _projection(self, short: str, memory_rows: bool) -> nn.Module:
-        if memory_rows and short in self.memory:
-            return self.memory[short]
-        return getattr(self.base_layer, self.projection_names["qkvo".index(short)])
+    def _project(self, short: str, hidden: torch.Tensor, parts, rows: RowSplit | None) -> torch.Tensor:
+        """Project `hidden` [B, T, D] with the base projection `short`, memory rows with the memory one."""
+        base = getattr(self.base_layer, self.projection_names["qkvo".index(short)])
+        if rows is None or short not in self.memory:
+            return base(hidden)
+        raw, memory = parts
+        return rows.merge(base(raw), self.memory[short](memory))
 
     def forward(
         self,
@@ -227,13 +260,14 @@ class MemoryAttention(nn.Module):
                 attention_mask=attention_mask,
                 **kwargs,
             )
-        batch, rows, _ = hidden_states.shape
-        shape = (batch, rows, -1, self.head_dim)
-        memory_rows = memory_step.memory_rows
+        batch, num_rows, _ = hidden_states.shape
+        shape = (batch, num_rows, -1, self.head_dim)
+        rows = memory_step.rows
+        parts = rows.split(hidden_states) if rows is not None else None
         dtype = memory_step.dtype or hidden_states.dtype  # memory projections may be kept in fp32
-        query = self._projection("q", memory_rows)(hidden_states).view(shape).to(dtype)  # [B, T, H, d]
-        key = self._projection("k", memory_rows)(hidden_states).view(shape).to(dtype)  # [B, T, H_kv, d]
-        value = self._projection("v", memory_rows)(hidden_states).view(shape).transpose(1, 2).to(dtype)
+        query = self._project("q", hidden_states, parts, rows).view(shape).to(dtype)  # [B, T, H, d]
+        key = self._project("k", hidden_states, parts, rows).view(shape).to(dtype)  # [B, T, H_kv, d]
+        value = self._project("v", hidden_states, parts, rows).view(shape).transpose(1, 2).to(dtype)
         if self.qk_norms is not None:
             query = getattr(self.base_layer, self.qk_norms[0])(query)
             key = getattr(self.base_layer, self.qk_norms[1])(key)
@@ -247,5 +281,6 @@ class MemoryAttention(nn.Module):
         keys = cache.read_keys(keys)
         out = attend(query, keys, values, memory_step.prefix, memory_step.mask, memory_step.implementation,
                      self.scaling)
-        out = out.reshape(batch, rows, -1)
-        return self._projection("o", memory_rows)(out), None
+        out = out.reshape(batch, num_rows, -1)
+        out_parts = rows.split(out) if rows is not None and "o" in self.memory else None
+        return self._project("o", out, out_parts, rows), None

@@ -1,11 +1,11 @@
 """The memory KV cache: memory entries and the current window, per layer.
 
 Per layer, keys and values live in one buffer `[B, H_kv, capacity, d]`: rows
-`0 .. num_entries - 1` are memory entries, then the current window's raw rows, then
-(only while a window is being compacted) its memory rows. Keys are cached already
-rotated to their position; when a window is compacted its memory rows move down to
-the end of the memory and are re-rotated by their position change, once. Attention
-reads `[:, :, :length]`, a view: nothing is concatenated per step.
+`0 .. num_entries - 1` are memory entries, then the current window's rows (raw and
+memory tokens interleaved, in sequence order). Keys are cached already rotated to
+their position; when a window is compacted its memory rows move down to the end of
+the memory and are re-rotated by their position change, once. Attention reads
+`[:, :, :length]`, a view: nothing is concatenated per step.
 
 Two write modes:
 - in place (inference): buffers grow by doubling and are written in place;
@@ -48,12 +48,11 @@ class MemoryCache:
         self.functional = functional
         self.rotated_keys = rotated_keys
         self.reserve = reserve  # extra rows allocated at the next growth (a known prompt length)
-        self.pending = 0  # memory rows of the window being compacted, after its raw rows
         self.positions: torch.Tensor | None = None  # [length], kept only when keys are unrotated
 
     @property
     def length(self) -> int:
-        return self.state.cache_length + self.pending
+        return self.state.cache_length
 
     def _functional_for(self, tensor: torch.Tensor) -> bool:
         return self.functional or (torch.is_grad_enabled() and tensor.requires_grad)
@@ -97,20 +96,21 @@ class MemoryCache:
         return self.rotate(keys, self.positions[: keys.shape[2]])
 
     # -- window bookkeeping -----------------------------------------------------------------
-    def advance(self, state: ScheduleState, pending: int = 0) -> None:
-        """Commit a written piece (and `pending` memory rows written after the window's raw rows)."""
+    def advance(self, state: ScheduleState) -> None:
+        """Commit a written piece."""
         self.state = state
-        self.pending = pending
 
-    def compact(self, new_state: ScheduleState, old_offsets: list[int]) -> None:
-        """Turn the pending memory rows into memory entries and drop the window's raw rows.
+    def compact(self, new_state: ScheduleState, memory_rows: list[int]) -> None:
+        """Turn the complete window's memory rows into memory entries and drop its raw rows.
 
-        `old_offsets[i]` is memory row i's position minus the entry count before the window.
+        `memory_rows[j]` is memory token j's row in the window (its position minus the
+        entry count before the window); it becomes entry `entries + j`.
         """
-        entries, window_raw, count = self.state.num_entries, self.state.raw_in_window, self.pending
+        entries, count = self.state.num_entries, len(memory_rows)
         device = self.keys[0].device
-        source = torch.arange(count, device=device) + entries + window_raw  # [m]
-        shift = torch.arange(count, device=device) - torch.tensor(old_offsets, device=device)  # [m], <= 0
+        rows = torch.tensor(memory_rows, device=device)
+        source = rows + entries  # [m]
+        shift = torch.arange(count, device=device) - rows  # [m], <= 0
         for layer in range(self.num_layers):
             k, v = self.keys[layer], self.values[layer]
             moved_k = k.index_select(2, source)  # [B, H_kv, m, d]
@@ -126,7 +126,6 @@ class MemoryCache:
         if not self.rotated_keys:
             self.positions = torch.arange(entries + count, device=device)
         self.state = new_state
-        self.pending = 0
 
     # -- export -------------------------------------------------------------------------
     def export(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

@@ -2,7 +2,9 @@
 
 A directory with `memory_weights.safetensors` (the memory embedding and each layer's
 memory projections, nothing of the frozen base) and `memory_config.json` (format
-version, the `MemoryConfig`, the base model's identity and a hash of the weights).
+version, the layout the weights were trained for, the `MemoryConfig`, the base model's
+identity and a hash of the weights). Weights trained under one layout give wrong output
+under another, so a checkpoint of another layout is refused.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from safetensors.torch import load_file, save_file
 from memorag.io import atomic_directory, is_saved, read_json_manifest, sha256_file
 
 from .config import MemoryConfig
+from .schedule import LAYOUT
 
 if TYPE_CHECKING:
     from .model import MemoryModel
 
 FORMAT = "memorag-memory-weights"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the interleave layout, recorded as "layout"; 1: memory tokens in a pass after the window
 WEIGHTS = "memory_weights.safetensors"
 CONFIG = "memory_config.json"
 
@@ -44,6 +47,7 @@ def save_memory_weights(model: MemoryModel, directory: str | Path) -> Path:
         document = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
+            "layout": LAYOUT,
             "memory_config": model.config.to_dict(),
             "base": _base_identity(model),
             "weights_sha256": sha256_file(staging / WEIGHTS),
@@ -52,7 +56,8 @@ def save_memory_weights(model: MemoryModel, directory: str | Path) -> Path:
     return Path(directory)
 
 
-def _read_document(directory: str | Path) -> dict:
+def read_document(directory: str | Path) -> dict:
+    """The checked `memory_config.json` of a memory-weights directory."""
     root = Path(directory)
     path = root / CONFIG
     if not path.is_file() or not (root / WEIGHTS).is_file():
@@ -60,17 +65,34 @@ def _read_document(directory: str | Path) -> dict:
             f"{root} holds no memory weights (expected {CONFIG} and {WEIGHTS}); write them with "
             "MemoryModel.save_memory_weights or a training run"
         )
-    return read_json_manifest(path, FORMAT, FORMAT_VERSION, MemoryWeightsError)
+    try:
+        version = json.loads(path.read_text(encoding="utf-8")).get("format_version")
+    except (OSError, ValueError, AttributeError):
+        version = None
+    if version == 1:
+        raise MemoryWeightsError(
+            f"the memory weights in {root} were trained for the earlier layout (memory tokens computed in a "
+            f"pass after each window, which raw tokens never see); this version computes the {LAYOUT!r} layout "
+            "of the released memory models, and weights trained under one layout give wrong output under the "
+            "other: train them again with this version"
+        )
+    document = read_json_manifest(path, FORMAT, FORMAT_VERSION, MemoryWeightsError)
+    if document.get("layout") != LAYOUT:
+        raise MemoryWeightsError(
+            f"the memory weights in {root} were trained for the {document.get('layout')!r} layout; this model "
+            f"computes the {LAYOUT!r} layout and weights trained under one layout give wrong output under another"
+        )
+    return document
 
 
 def read_memory_weights_config(directory: str | Path) -> MemoryConfig:
-    return MemoryConfig.from_dict(_read_document(directory)["memory_config"])
+    return MemoryConfig.from_dict(read_document(directory)["memory_config"])
 
 
 def load_memory_weights(model: MemoryModel, directory: str | Path) -> None:
     """Copy saved memory parameters into `model`, checking the file and the base model."""
     root = Path(directory)
-    document = _read_document(root)
+    document = read_document(root)
     if sha256_file(root / WEIGHTS) != document.get("weights_sha256"):
         raise MemoryWeightsError(f"{root / WEIGHTS} is truncated or corrupt (its sha256 does not match)")
     mine = _base_identity(model)

@@ -28,7 +28,7 @@ def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 @dataclass
 class MemoryConfig:
-    """Settings of the memory ("beacon") model; see MEMORY_MODEL.md.
+    """Settings of the memory ("beacon") model; see docs/memory-model.md.
 
     - `window`: raw tokens per window (`L`); every ratio must divide it.
     - `ratios`: compression ratios (`r`); one memory token after every `r` raw tokens.

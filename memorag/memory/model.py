@@ -1,9 +1,10 @@
-"""`MemoryModel`: a frozen decoder patched with memory tokens (MEMORY_MODEL.md).
+"""`MemoryModel`: a frozen decoder patched with memory tokens (docs/memory-model.md).
 
 The base model's decoder layers run unchanged; each attention module is wrapped by a
-`MemoryAttention`. Raw tokens run as a plain forward over [memory | current window];
-when a window completes, its memory tokens run in one small pass (memory projections,
-memory embedding) and the window is compacted to their keys and values.
+`MemoryAttention`. A window's raw tokens run with a memory token inserted after every
+ratio-th of them (memory embedding, memory projections), all rows in one causal
+forward over [memory | current window]; when the window is complete it is compacted to
+its memory tokens' keys and values.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +20,16 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .attention import MemoryAttention, StepContext, apply_rope, memory_rows_mask
+from .attention import MemoryAttention, RowSplit, StepContext, apply_rope, window_mask
 from .cache import MemoryCache
 from .chat import PromptLayout
 from .config import MemoryConfig
 from .families import family_of, get_submodule
 from .schedule import (
+    LAYOUT,
     Piece,
     ScheduleState,
-    memory_token_offsets,
+    memory_rows_of_window,
     plan,
     positions_needed,
     reach,
@@ -86,16 +89,44 @@ class MemoryModel(nn.Module):
         `memory_weights` is a directory written by `save_memory_weights`; its config is
         used unless `config` is given (e.g. stage-2 ratios over stage-1 weights), which
         must then have the same `memory_params` (the shapes of the weights).
+
+        A released memory-model checkpoint (a folder or hub id whose config carries
+        `beacon_*` settings and whose weights carry `beacon_*` tensors, as MemoRAG's
+        and Activation Beacon's releases do) loads as it is: its settings become the
+        `MemoryConfig` (at one fixed ratio; pass `config` for another) and its memory
+        tensors the memory parameters. A folder without tokenizer files loads too;
+        it then reads token ids only.
         """
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoModelForCausalLM
 
         from memorag.models import resolve_lm
 
         from .checkpoint import load_memory_weights, read_memory_weights_config
+        from .released import (
+            is_released_config,
+            load_released_memory_weights,
+            memory_config_from_released,
+            released_settings,
+        )
 
         name = base or "embedded"
         path = resolve_lm(base)
-        if memory_weights is not None:
+        base_config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+        released = is_released_config(base_config)
+        if released:
+            if memory_weights is not None:
+                raise ValueError(
+                    f"{name} is a released memory-model checkpoint that carries its own memory weights; "
+                    "do not pass memory_weights with it"
+                )
+            trained = memory_config_from_released(released_settings(base_config))
+            if config is not None and config.memory_params != trained.memory_params:
+                raise ValueError(
+                    f"config.memory_params={config.memory_params!r} but {name} holds {trained.memory_params!r} "
+                    "memory projections; pass config=None to use its own settings"
+                )
+            config = config or trained
+        elif memory_weights is not None:
             saved = read_memory_weights_config(memory_weights)
             if config is not None and config.memory_params != saved.memory_params:
                 raise ValueError(
@@ -104,11 +135,17 @@ class MemoryModel(nn.Module):
                 )
             config = config or saved
         load_kwargs.setdefault("dtype", "auto")
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        base_model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
+        load_kwargs.setdefault("trust_remote_code", False)
+        tokenizer = _load_tokenizer(path)
+        with _quiet_unused_weights(released):
+            base_model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
         base_model.eval()
         model = cls(base_model, config=config, tokenizer=tokenizer, name=_display_name(name, path))
-        if memory_weights is not None:
+        if released:
+            load_released_memory_weights(model, _local_folder(path))
+            for key in released_settings(base_model.config):  # the settings now live in model.config
+                delattr(base_model.config, key)
+        elif memory_weights is not None:
             load_memory_weights(model, memory_weights)
         return model
 
@@ -175,6 +212,16 @@ class MemoryModel(nn.Module):
                 params[f"layers.{index}.{name}"] = param
         return params
 
+    def base_state_dict(self) -> dict[str, torch.Tensor]:
+        """The frozen base model's weights under its own names (as if it were not patched)."""
+        wrapped = f".{self.family.attention}."
+        state = {}
+        for name, tensor in self.base_model.state_dict().items():
+            if f"{wrapped}memory." in name:
+                continue
+            state[name.replace(f"{wrapped}base_layer.", wrapped)] = tensor
+        return state
+
     def memory_weights_hash(self) -> str:
         """sha256 of the memory parameters; recomputed only after they change."""
         params = self.memory_parameters()
@@ -199,6 +246,7 @@ class MemoryModel(nn.Module):
             "head_dim": next(iter(self.memory_attentions())).head_dim,
             "memory_weights_sha256": self.memory_weights_hash(),
             "memory_config": self.config.to_dict(),
+            "layout": LAYOUT,
         }
 
     def save_memory_weights(self, directory: str | Path) -> Path:
@@ -255,7 +303,7 @@ class MemoryModel(nn.Module):
         seed = config.seed if seed is None else seed
         return lambda index: window_ratio(index, config.ratios, config.ratio_mix, seed)
 
-    # -- the two passes ------------------------------------------------------------------------
+    # -- one step over a piece of a window ---------------------------------------------------------
     def _run_layers(self, hidden: torch.Tensor, positions: torch.Tensor, step: StepContext) -> torch.Tensor:
         step.cache.note_positions(positions[0])
         position_embeddings = self.rotary(hidden, positions)
@@ -269,32 +317,28 @@ class MemoryModel(nn.Module):
             )
         return hidden
 
-    def _raw_pass(self, input_ids: torch.Tensor, piece: Piece, cache: MemoryCache) -> torch.Tensor:
-        """Raw tokens [B, n] of one piece -> last hidden states [B, n, D] (before the final norm)."""
-        end = piece.first_position + piece.num_raw
+    def _piece_pass(self, input_ids: torch.Tensor, piece: Piece, cache: MemoryCache) -> torch.Tensor:
+        """Raw tokens [B, n] of one piece, with the memory tokens they bring, -> raw rows' last
+        hidden states [B, n, D] (before the final norm)."""
+        end = piece.first_position + piece.num_rows
         if end > self.max_positions:
             raise ContextTooLongError(
                 f"position {end} exceeds the {self.max_positions} positions of {self.name}; "
                 "use a larger ratio or a shorter prompt"
             )
-        positions = torch.arange(piece.first_position, end, device=input_ids.device)[None]  # [1, n]
-        step = StepContext(cache, memory_rows=False, prefix=cache.length, implementation=self.config.attn_implementation,
-                           dtype=self.base_dtype)
-        return self._run_layers(self.embed_tokens(input_ids), positions, step)
-
-    def _memory_pass(self, piece: Piece, cache: MemoryCache, batch: int, next_state: ScheduleState) -> None:
-        """Compute a complete window's memory tokens and compact the window into them."""
-        window, ratio, entries = self.config.window, piece.ratio, piece.num_entries
-        offsets = memory_token_offsets(window, ratio)
-        device = self.device
-        hidden = self.memory_embedding.to(self.base_dtype).expand(batch, len(offsets), -1)  # [B, m, D]
-        positions = (torch.tensor(offsets, device=device) + entries)[None]  # [1, m]
-        mask = memory_rows_mask(self.config.attention, window, offsets, ratio, device)
-        step = StepContext(cache, memory_rows=True, prefix=entries, mask=mask,
+        device = input_ids.device
+        positions = torch.arange(piece.first_position, end, device=device)[None]  # [1, T]
+        hidden = self.embed_tokens(input_ids)  # [B, n, D]
+        rows = None
+        if piece.num_memory:
+            rows = RowSplit.of(*piece.row_kinds(), device=device)
+            memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], piece.num_memory, -1)
+            hidden = rows.merge(hidden, memory)  # [B, T, D], sequence order
+        mask = window_mask(self.config.attention, piece.ratio, piece.rows_before, piece.num_rows, device)
+        step = StepContext(cache, prefix=piece.num_entries, rows=rows, mask=mask,
                            implementation=self.config.attn_implementation, dtype=self.base_dtype)
-        self._run_layers(hidden, positions, step)
-        cache.advance(cache.state, pending=len(offsets))
-        cache.compact(next_state, offsets)
+        hidden = self._run_layers(hidden, positions, step)
+        return rows.split(hidden)[0] if rows is not None else hidden
 
     def feed(
         self,
@@ -302,33 +346,28 @@ class MemoryModel(nn.Module):
         cache: MemoryCache,
         ratio_of: Callable[[int], int] | None = None,
         keep_hidden: bool = False,
-        compact_at_end: bool = True,
     ) -> list[torch.Tensor]:
         """Stream raw tokens [B, N] into a working cache (see `new_cache`), in any chunking.
 
-        Returns each piece's last hidden states (before the final norm) when `keep_hidden`.
+        Memory tokens are inserted after every ratio-th raw token of a window as the raw
+        tokens arrive; a window is compacted as soon as it is complete. Returns each
+        piece's raw rows' last hidden states (before the final norm) when `keep_hidden`.
         `ratio_of(window_index)` gives each new window its ratio; by default the first
         configured ratio, or a per-window draw under `step-random`.
         """
         if ratio_of is None:
             ratio_of = self._ratio_function(None if self.config.ratio_mix == "step-random" else self.config.ratios[0])
-        pieces = plan(cache.state, input_ids.shape[1], self.config.window, ratio_of)
+        window = self.config.window
         outputs = []
-        for number, (piece, after) in enumerate(pieces):
-            hidden = self._raw_pass(input_ids[:, piece.raw_start : piece.raw_end], piece, cache)
+        for piece, after in plan(cache.state, input_ids.shape[1], window, ratio_of):
+            hidden = self._piece_pass(input_ids[:, piece.raw_start : piece.raw_end], piece, cache)
             if keep_hidden:
                 outputs.append(hidden)
             if piece.completes_window:
-                full = ScheduleState(
-                    num_tokens=after.num_tokens,
-                    num_entries=piece.num_entries,
-                    window_index=after.window_index - 1,
-                    raw_in_window=self.config.window,
-                    ratio=piece.ratio,
-                )
-                cache.advance(full)
-                if compact_at_end or number < len(pieces) - 1:
-                    self._memory_pass(piece, cache, input_ids.shape[0], after)
+                cache.advance(ScheduleState(num_tokens=after.num_tokens, num_entries=piece.num_entries,
+                                            window_index=after.window_index - 1, raw_in_window=window,
+                                            ratio=piece.ratio))
+                cache.compact(after, memory_rows_of_window(window, piece.ratio))
             else:
                 cache.advance(after)
         return outputs
@@ -520,12 +559,11 @@ class MemoryModel(nn.Module):
         logits = []
         for start in range(0, total, window):
             ids = input_ids[:, start : start + window]
-            last = start + window >= total
             piece_targets = targets[:, start : start + window] if targets is not None else None
             if self.gradient_checkpointing and functional and not return_logits:
-                piece_loss, piece_count = self._checkpointed_window(ids, piece_targets, cache, ratio_of, last)
+                piece_loss, piece_count = self._checkpointed_window(ids, piece_targets, cache, ratio_of)
             else:
-                hidden = torch.cat(self.feed(ids, cache, ratio_of, keep_hidden=True, compact_at_end=not last), 1)
+                hidden = torch.cat(self.feed(ids, cache, ratio_of, keep_hidden=True), 1)
                 piece_loss, piece_count, piece_logits = self._score(hidden, piece_targets, return_logits)
                 if piece_logits is not None:
                     logits.append(piece_logits)
@@ -543,7 +581,7 @@ class MemoryModel(nn.Module):
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
         return loss, int((targets != -100).sum()), logits if return_logits else None
 
-    def _checkpointed_window(self, ids, targets, cache: MemoryCache, ratio_of, last: bool):
+    def _checkpointed_window(self, ids, targets, cache: MemoryCache, ratio_of):
         """One window under activation checkpointing: only the cache tensors and the loss are kept."""
         from torch.utils.checkpoint import checkpoint
 
@@ -552,13 +590,13 @@ class MemoryModel(nn.Module):
         def window_step(*tensors):
             inner = MemoryCache(num_layers, self._rotate, state=state, keys=list(tensors[:num_layers]),
                                 values=list(tensors[num_layers:]), functional=True)
-            hidden = torch.cat(self.feed(ids, inner, ratio_of, keep_hidden=True, compact_at_end=not last), 1)
+            hidden = torch.cat(self.feed(ids, inner, ratio_of, keep_hidden=True), 1)
             loss, _, _ = self._score(hidden, targets, False)
             return (loss, *inner.keys, *inner.values, inner.state)
 
         loss, *rest = checkpoint(window_step, *cache.keys, *cache.values, use_reentrant=False)
         cache.keys, cache.values = list(rest[:num_layers]), list(rest[num_layers : 2 * num_layers])
-        cache.state, cache.pending = rest[-1], 0
+        cache.state = rest[-1]
         count = int((targets != -100).sum()) if targets is not None else 0
         return loss, count
 
@@ -577,6 +615,45 @@ def _pick(logits: torch.Tensor, do_sample: bool, temperature: float, top_p: floa
         keep = sorted_probs.cumsum(0) - sorted_probs < top_p
         probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "spiece.model")
+
+
+def _load_tokenizer(path: str):
+    """The tokenizer of a model folder or hub id; None for a local folder without tokenizer files."""
+    from transformers import AutoTokenizer
+
+    folder = Path(path)
+    if folder.is_dir() and not any((folder / file).is_file() for file in TOKENIZER_FILES):
+        return None
+    return AutoTokenizer.from_pretrained(path)
+
+
+def _local_folder(path: str) -> Path:
+    """The local folder of a model: the path itself, or a hub id's snapshot in the download cache."""
+    folder = Path(path)
+    if folder.is_dir():
+        return folder
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(path, allow_patterns=["*.json", "*.safetensors", "*.bin"]))
+
+
+@contextmanager
+def _quiet_unused_weights(active: bool):
+    """Silence transformers' report of the `beacon_*` tensors it does not load (we load them ourselves)."""
+    if not active:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def _display_name(name: str, path: str) -> str:

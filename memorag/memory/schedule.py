@@ -1,19 +1,20 @@
-"""Pure window / ratio / position arithmetic of the memory model.
+"""Pure window / ratio / position arithmetic of the memory model (docs/memory-model.md).
 
 Nothing here touches a module or a tensor.
 
-A window holds `window` raw tokens. Memory token `i` of a window follows its raw
-token `(i + 1) * ratio - 1` (one memory token after every `ratio`-th raw token) and
-takes that token's position. Raw tokens never attend to the memory tokens of their
-own window, so the memory tokens of a window are computed in one pass when its last
-raw token has arrived; the fill of the current window carries across calls, so a
-window filled by several calls gets the same memory as one filled at once. Then the
-window is compacted: its memory tokens become memory entries, its raw rows are
-dropped.
+The layout ("interleave", the one the released memory models were trained with): a
+window holds `window` raw tokens, and one memory token is inserted right after every
+`ratio`-th raw token of it, in sequence order. Raw token `a` of a window sits at window
+row `a + a // ratio`; memory token `j` follows raw token `(j + 1) * ratio - 1` and sits
+at window row `(j + 1) * (ratio + 1) - 1`. A complete window has `window + window //
+ratio` rows. The count carries across calls: a window filled by several calls (during
+generation, one token at a time) gets its memory tokens at the same rows as one filled
+at once.
 
-Positions: memory entries occupy `0 .. num_entries - 1`; raw token `j` of the current
-window sits at `num_entries + j`. A memory token moves once, when it is compacted,
-from `num_entries + (i + 1) * ratio - 1` to `num_entries + i`.
+Positions: memory entries occupy `0 .. num_entries - 1`; window row `t` sits at
+`num_entries + t`, raw and memory rows alike. When a window is complete it is compacted:
+memory token `j` becomes memory entry `num_entries + j` (its position moves once, by
+`j - row_j`), and the window's raw rows are dropped.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+# The layout this module computes; recorded in memory weights and memories so that weights
+# trained under one layout are never read under another.
+LAYOUT = "interleave"
+
+
+def window_rows(raw: int, ratio: int) -> int:
+    """Rows (raw and memory) that `raw` raw tokens of one window occupy."""
+    return raw + raw // ratio
 
 
 @dataclass(frozen=True)
@@ -34,9 +44,14 @@ class ScheduleState:
     ratio: int = 0  # ratio of the current window; 0 before its first token
 
     @property
+    def memory_in_window(self) -> int:
+        """Memory tokens already inserted in the current window."""
+        return self.raw_in_window // self.ratio if self.ratio else 0
+
+    @property
     def cache_length(self) -> int:
-        """Key/value rows held per layer: memory entries, then the current window's raw rows."""
-        return self.num_entries + self.raw_in_window
+        """Key/value rows held per layer: memory entries, then the current window's rows."""
+        return self.num_entries + self.raw_in_window + self.memory_in_window
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -48,7 +63,7 @@ class ScheduleState:
 
 @dataclass(frozen=True)
 class Piece:
-    """A run of new raw tokens inside one window."""
+    """A run of new raw tokens inside one window, with the memory tokens inserted among them."""
 
     raw_start: int  # offset of the first raw token in the caller's input
     raw_end: int
@@ -62,8 +77,30 @@ class Piece:
         return self.raw_end - self.raw_start
 
     @property
+    def rows_before(self) -> int:
+        """Rows of the window already cached before this piece."""
+        return window_rows(self.window_offset, self.ratio)
+
+    @property
+    def num_memory(self) -> int:
+        """Memory tokens inserted by this piece."""
+        return (self.window_offset + self.num_raw) // self.ratio - self.window_offset // self.ratio
+
+    @property
+    def num_rows(self) -> int:
+        return self.num_raw + self.num_memory
+
+    @property
     def first_position(self) -> int:
-        return self.num_entries + self.window_offset
+        return self.num_entries + self.rows_before
+
+    def row_kinds(self) -> tuple[list[int], list[int]]:
+        """(raw rows, memory rows) of this piece, as indices into its own rows."""
+        ratio, first = self.ratio, self.rows_before
+        raw = [a + a // ratio - first for a in range(self.window_offset, self.window_offset + self.num_raw)]
+        first_memory = self.window_offset // ratio
+        memory = [(j + 1) * (ratio + 1) - 1 - first for j in range(first_memory, first_memory + self.num_memory)]
+        return raw, memory
 
 
 def window_ratio(window_index: int, ratios: list[int], ratio_mix: str, seed: int) -> int:
@@ -100,9 +137,9 @@ def plan(state: ScheduleState, num_new: int, window: int, ratio_for_window) -> l
     return pieces
 
 
-def memory_token_offsets(window: int, ratio: int) -> list[int]:
-    """Window offset (= raw token followed, = position minus entries) of each memory token."""
-    return [(i + 1) * ratio - 1 for i in range(window // ratio)]
+def memory_rows_of_window(window: int, ratio: int) -> list[int]:
+    """Window row of each memory token of a complete window."""
+    return [(j + 1) * (ratio + 1) - 1 for j in range(window // ratio)]
 
 
 def entries_after(num_tokens: int, window: int, ratio: int) -> int:
@@ -113,20 +150,21 @@ def entries_after(num_tokens: int, window: int, ratio: int) -> int:
 def positions_needed(num_tokens: int, window: int, ratio: int) -> int:
     """Positions a context of `num_tokens` raw tokens needs at one ratio.
 
-    The memory of the windows before the last one, plus a whole last window: the
-    rest of it is the room a prompt and its answer continue in.
+    The memory of the windows before the last one, plus a whole last window with its
+    memory tokens: the rest of it is the room a prompt and its answer continue in.
     """
     if num_tokens <= 0:
         return 0
     complete = (num_tokens - 1) // window  # windows compacted before the last one starts
-    return complete * (window // ratio) + window
+    return complete * (window // ratio) + window_rows(window, ratio)
 
 
 def reach(max_positions: int, window: int, ratio: int) -> int:
-    """Longest context (raw tokens) that fits in `max_positions` at a fixed ratio: `(P - L) * r + L`."""
-    if max_positions < window:
-        return max_positions
-    return ((max_positions - window) // (window // ratio) + 1) * window
+    """Longest context (raw tokens) that fits in `max_positions` at a fixed ratio: about `(P - L) * r`."""
+    full = window_rows(window, ratio)
+    if max_positions < full:
+        return 0  # not even one window with its memory tokens fits
+    return ((max_positions - full) // (window // ratio) + 1) * window
 
 
 def smallest_fitting_ratio(num_tokens: int, max_positions: int, window: int, candidates) -> int | None:

@@ -149,7 +149,7 @@ def _memory_nll(model: MemoryModel, ids: torch.Tensor, ratio: int, spans: list[t
     nll, count = 0.0, 0
     for start in range(0, length, window):
         end = min(start + window, length)
-        hidden = model.feed(ids[:, start:end], cache, ratio_of, keep_hidden=start in scored, compact_at_end=end < length)
+        hidden = model.feed(ids[:, start:end], cache, ratio_of, keep_hidden=start in scored)
         if start in scored:
             logits = model.lm_head(model.final_norm(torch.cat(hidden, 1)))[0, :-1]  # [n - 1, V]
             piece = _nll(logits, ids[0, start + 1 : end])

@@ -12,13 +12,14 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kjv_ruth_esther_jo
 
 @pytest.mark.slow
 def test_embedded_model_memorizes_and_generates(tmp_path):
-    model = MemoryModel.from_pretrained(config=MemoryConfig(window=1024, ratios=[4]))
+    # ratio 1024: no memory token is inserted before the 1024th raw token, so a context and
+    # answer within one window are read exactly as plain transformers reads them
+    model = MemoryModel.from_pretrained(config=MemoryConfig(window=1024, ratios=[1024]))
     config = model.base_model.config
     assert (config.model_type, config.num_hidden_layers, config.hidden_size) == ("llama", 30, 576)
     assert model.dtype == torch.bfloat16 and model.layout.chat
 
     text = EXAMPLE.read_text()
-    # one window: the memory is the context itself, so the answer equals plain transformers'
     short = text[:2500]
     memory = model.memorize(short)
     assert memory.num_entries == 0 and 500 < memory.num_tokens < 1024
@@ -34,6 +35,7 @@ def test_embedded_model_memorizes_and_generates(tmp_path):
     assert "Mahlon" in answer and "Chilion" in answer
 
     # a few thousand tokens: windows are compacted into memory entries
+    model = MemoryModel.from_pretrained(config=MemoryConfig(window=1024, ratios=[4]))
     memory = model.memorize(text[:14000])
     assert memory.num_tokens > 3000
     assert memory.num_entries == (memory.num_tokens // 1024) * 256

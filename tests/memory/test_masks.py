@@ -5,6 +5,7 @@ attention of memory token i, so it changes exactly when a raw token it sees chan
 """
 
 import pytest
+import torch
 
 from .conftest import random_ids, tiny_memory_model
 
@@ -55,3 +56,24 @@ def test_full_coverage_memory_tokens_see_earlier_memory_tokens_of_their_window()
     # the first memory token sees no earlier memory token: both schemes agree on it
     assert (results["full-coverage"][:, 0] - results["step-expansion"][:, 0]).abs().max() < 1e-6
     assert (results["full-coverage"][:, 3] - results["step-expansion"][:, 3]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("attention", ["full-coverage", "step-expansion", "segmentation"])
+def test_raw_tokens_see_their_window_memory_tokens_only_under_full_coverage(attention):
+    """Changing the memory embedding moves raw rows after the window's first memory token
+    under full-coverage (raw rows see earlier memory rows of their window) and never
+    moves a raw row of the first window under the other schemes; no raw row before the
+    first memory token ever moves."""
+    ids = random_ids(WINDOW)
+    logits = []
+    for shift in (0.0, 0.5):
+        model = tiny_memory_model("llama", window=WINDOW, ratios=[RATIO], attention=attention)
+        with torch.no_grad():
+            model.memory_embedding.add_(shift)
+            logits.append(model(ids, return_logits=True).logits[0])
+    moved = (logits[1] - logits[0]).abs().amax(-1)  # [WINDOW]
+    assert moved[:RATIO].max() == 0.0
+    if attention == "full-coverage":
+        assert (moved[RATIO:] > 1e-4).all()
+    else:
+        assert moved.max() == 0.0

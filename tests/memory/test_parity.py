@@ -1,24 +1,40 @@
-"""The patched model reads like the base model wherever no window has been compacted."""
+"""Parity with plain transformers: inside one window the memory model is the base model reading
+the context with a memory token after every ratio-th token, each at its own position."""
 
 import pytest
 import torch
 
-from .conftest import random_ids, tiny_memory_model
+from .conftest import random_ids, tiny_base, tiny_memory_model
 
 
-@pytest.mark.parametrize("length", [9, 16])  # shorter than the window, and exactly one window
-def test_window_covering_the_input_equals_plain_transformers(family, length):
-    model = tiny_memory_model(family, window=16)
-    ids = random_ids(length, batch=2)
+@pytest.mark.parametrize("length, ratio", [(9, 4), (16, 4), (15, 2), (16, 16)])
+def test_one_window_equals_plain_transformers_reading_the_interleaved_sequence(family, length, ratio):
+    """Untrained memory parameters are copies of the base ones and the memory embedding is the
+    eos token's, so a window reads exactly like the base model given eos after every ratio-th token."""
+    model = tiny_memory_model(family, window=16, ratios=[ratio])
+    base = tiny_base(family)  # the same seed: the same weights, unpatched
     with torch.no_grad():
-        expected = model.base_model(ids).logits  # patched modules fall back to the base attention
+        for param in model.memory_parameters().values():  # undo the test perturbation
+            param.zero_()
+        for attention in model.memory_attentions():
+            for short, projection in attention.memory.items():
+                source = getattr(attention.base_layer, f"{short}_proj")
+                projection.load_state_dict(source.state_dict())
+        model.memory_embedding.copy_(model.embed_tokens.weight[1])  # eos_token_id=1
+    ids = random_ids(length, batch=2)
+    interleaved, raw_rows = [], []
+    for index in range(length):
+        raw_rows.append(len(interleaved))
+        interleaved.append(ids[:, index : index + 1])
+        if (index + 1) % ratio == 0:
+            interleaved.append(torch.ones_like(ids[:, :1]))
+    with torch.no_grad():
+        expected = base(torch.cat(interleaved, 1)).logits[:, raw_rows]
         got = model(ids, return_logits=True).logits
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
 def test_patching_leaves_the_plain_forward_unchanged(family):
-    from .conftest import tiny_base
-
     ids = random_ids(24)
     with torch.no_grad():
         reference = tiny_base(family)(ids).logits

@@ -1,12 +1,14 @@
 from memorag.memory.schedule import (
+    Piece,
     ScheduleState,
     entries_after,
-    memory_token_offsets,
+    memory_rows_of_window,
     plan,
     positions_needed,
     reach,
     smallest_fitting_ratio,
     window_ratio,
+    window_rows,
 )
 
 
@@ -35,16 +37,42 @@ def test_plan_in_several_calls_equals_one_call():
 
 def test_entries_and_positions_arithmetic():
     assert entries_after(100, 16, 4) == 6 * 4
-    assert memory_token_offsets(16, 4) == [3, 7, 11, 15]
-    # 52 tokens: 3 compacted windows (12 entries), then a whole last window of room
-    assert positions_needed(52, 16, 4) == 12 + 16
+    # a memory token after every 4th raw token: window rows 4, 9, 14, 19 of 20
+    assert memory_rows_of_window(16, 4) == [4, 9, 14, 19]
+    assert window_rows(16, 4) == 20 and window_rows(7, 4) == 8 and window_rows(8, 4) == 10
+    # 52 tokens: 3 compacted windows (12 entries), then a whole last window with its memory tokens
+    assert positions_needed(52, 16, 4) == 12 + 20
     # 48 tokens end exactly at a window: 2 compacted windows, the third is the last one
-    assert positions_needed(48, 16, 4) == 8 + 16
+    assert positions_needed(48, 16, 4) == 8 + 20
+
+
+def test_piece_rows_interleave_memory_tokens_after_every_ratio_raw_tokens():
+    whole = Piece(0, 16, 4, window_offset=0, num_entries=8, completes_window=True)
+    raw, memory = whole.row_kinds()
+    assert memory == [4, 9, 14, 19] and sorted(raw + memory) == list(range(20))
+    assert (whole.num_memory, whole.first_position) == (4, 8)
+    # a piece starting after 6 raw tokens (7 rows cached: 0-3 raw, 4 memory, 5-6 raw) takes 5 more:
+    # raw 6 and 7 at window rows 7, 8, memory token 1 at row 9, raw 8-10 at rows 10-12
+    later = Piece(0, 5, 4, window_offset=6, num_entries=8, completes_window=False)
+    assert later.rows_before == 7 and later.first_position == 15
+    assert later.row_kinds() == ([0, 1, 3, 4, 5], [2])
+    # one token that completes a group of four brings its memory token with it
+    assert Piece(0, 1, 4, window_offset=3, num_entries=0, completes_window=False).row_kinds() == ([0], [1])
+
+
+def test_pieces_fed_one_token_at_a_time_put_memory_tokens_at_the_rows_of_one_piece():
+    state, rows = ScheduleState(), []
+    for _ in range(16):
+        piece, state = plan(state, 1, 16, lambda index: 4)[0]
+        raw, memory = piece.row_kinds()
+        rows += [("memory", piece.rows_before + m) for m in memory]
+    assert [row for kind, row in rows] == memory_rows_of_window(16, 4)
 
 
 def test_reach_matches_the_design_figures():
-    # MEMORY_MODEL.md: Qwen2-7B, P=32768, L=2048: about 125K tokens at r=4, 985K at r=32
-    assert reach(32768, 2048, 32) == 985_088
+    # Qwen2-7B, P=32768, L=2048: about 125K tokens at r=4, 985K at r=32 ((P - L) * r, less one window's
+    # memory tokens)
+    assert reach(32768, 2048, 32) == 983_040
     assert 120_000 < reach(32768, 2048, 4) < 126_000
     for ratio in (2, 4, 8, 16, 32):
         longest = reach(8192, 1024, ratio)
