@@ -219,6 +219,27 @@ def attend(
     return out.transpose(1, 2)
 
 
+def trainable_copy(projection: nn.Module) -> nn.Linear:
+    """A trainable copy of a base projection: always a plain `nn.Linear`, biases included.
+
+    A quantized base (bitsandbytes 4-bit or 8-bit layers, which subclass `nn.Linear`)
+    is dequantized, so the memory projections stay full-precision trainable weights.
+    """
+    if type(projection) is nn.Linear:
+        return copy.deepcopy(projection)
+    from transformers.integrations.bitsandbytes import dequantize_bnb_weight
+
+    weight = dequantize_bnb_weight(projection.weight, state=getattr(projection, "state", None))
+    dtype = weight.dtype if weight.is_floating_point() else getattr(projection, "compute_dtype", None) or torch.float32
+    linear = nn.Linear(projection.in_features, projection.out_features, bias=projection.bias is not None,
+                       device=weight.device, dtype=dtype)
+    with torch.no_grad():
+        linear.weight.copy_(weight.to(dtype))
+        if projection.bias is not None:
+            linear.bias.copy_(projection.bias.to(dtype))
+    return linear
+
+
 class MemoryAttention(nn.Module):
     """A base attention module plus the memory tokens' own projections."""
 
@@ -229,7 +250,7 @@ class MemoryAttention(nn.Module):
         names = {"q": q_name, "k": k_name, "v": v_name}
         if memory_params == "qkvo":
             names["o"] = o_name
-        self.memory = nn.ModuleDict({short: copy.deepcopy(getattr(base_layer, name)) for short, name in names.items()})
+        self.memory = nn.ModuleDict({short: trainable_copy(getattr(base_layer, name)) for short, name in names.items()})
         self.memory.requires_grad_(True)
         self.projection_names = family.projections
         self.qk_norms = family.qk_norms

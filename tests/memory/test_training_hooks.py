@@ -91,3 +91,18 @@ def test_loss_counts_raw_tokens_only():
     ids = random_ids(40)
     output = model(ids, labels=ids)
     assert output.num_loss_tokens == 39  # every raw token but the last predicts the next one
+
+
+def test_memory_projections_of_a_quantized_base_are_plain_trainable_linears():
+    """A FAKE quantized projection (an nn.Linear subclass, as bitsandbytes' layers are) is copied
+    as a plain nn.Linear with the same weights."""
+    from memorag.memory.attention import trainable_copy
+
+    class FakeQuantizedLinear(torch.nn.Linear):
+        pass
+
+    fake = FakeQuantizedLinear(8, 4, bias=True)
+    copy = trainable_copy(fake)
+    assert type(copy) is torch.nn.Linear and copy.weight.requires_grad
+    assert torch.equal(copy.weight, fake.weight) and torch.equal(copy.bias, fake.bias)
+    assert copy.weight.data_ptr() != fake.weight.data_ptr()
