@@ -5,7 +5,8 @@
     memorag ask --context book.txt "Who raised Esther?" --mode rag
     memorag clues book.memorag "Who raised Esther?"
 
-With no model options every command runs offline on the embedded models. The answer
+With no model options every command runs offline on the embedded models, on a CUDA GPU when
+torch sees one, else on the CPU (--device, --dtype, --load-in-4bit/8bit and --threads choose). The answer
 is streamed to stdout as it is written; clues, evidence and timings go to stderr
 (`--quiet` drops them), and `--json` prints one JSON object instead. Exit status: 0 on
 success, 2 for bad input or usage, 1 for any other failure; nothing is left

@@ -14,7 +14,7 @@ embedder always follow the same settings:
   bitsandbytes needs a CUDA GPU: on a machine without one this fails with an error that
   says so, before anything is loaded.
 - `threads`: torch's (and faiss's) CPU thread count for the whole process; None leaves
-  the process's own (`OMP_NUM_THREADS`, else the number of cores).
+  their own (which follow `OMP_NUM_THREADS`).
 
 Names are checked without importing torch (`normalize_*`, used by `PipelineConfig`);
 what this machine can do is checked when a model is about to load (`Placement.resolve`).
@@ -208,7 +208,7 @@ def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
     bits.add_argument("--load-in-8bit", action="store_true",
                       help="load them in 8 bits (LLM.int8; needs a CUDA GPU and bitsandbytes)")
     group.add_argument("--threads", type=int, metavar="N",
-                       help="CPU threads for torch and faiss (default: OMP_NUM_THREADS, else every core)")
+                       help="CPU threads for torch and faiss (default: their own, which follow OMP_NUM_THREADS)")
 
 
 def placement_overrides(args: argparse.Namespace) -> list[str]:
