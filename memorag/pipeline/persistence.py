@@ -188,6 +188,7 @@ def load_pipeline(
     rag._version = 1
     return rag
 
+
 def _check_memory_dtype(rag: MemoRAG, root: Path) -> None:
     """A memory holds keys and values in the dtype it was memorized in; the model must run in it."""
     saved = rag.memory.keys[0].dtype if rag.memory.keys else None
