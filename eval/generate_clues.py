@@ -3,12 +3,15 @@ recall with query-only recall (same retriever, same k).
 
     python eval/generate_clues.py --checkpoint runs/sft-smollm2/final --data data/synthetic/synthetic_niah_single_8192.jsonl
     python eval/generate_clues.py --checkpoint runs/pretrain-qwen2/final --base Qwen/Qwen2-7B-Instruct \
-        --data data/hotpot_corpus/ --k 10 --out runs/clues/hotpot.jsonl retriever=bm25 clue_kinds=[spans]
+        --data data/hotpot_corpus/ --k 10 --out runs/clues/hotpot.jsonl --device cuda --dtype bfloat16 \
+        retriever=bm25 clue_kinds=[spans]    # --load-in-4bit instead of --dtype on a 16-24 GB GPU
 
 --data is a file of EvalExample JSON lines (eval/synthetic.py writes them) or a saved
 shared-corpus task folder. The base model is the one recorded in the checkpoint unless --base
-is given. Trailing key=value settings go to the pipeline (memorag.pipeline.PipelineConfig:
-retriever, embedder, chunk_tokens, clue_kinds, max_clues, ...). Writes OUT (one JSON line per
+is given. The models load on a CUDA GPU when there is one, else on the CPU (--device, --dtype,
+--load-in-4bit or --load-in-8bit, and --threads choose). Trailing key=value settings go to the
+pipeline (memorag.pipeline.PipelineConfig: retriever, embedder, chunk_tokens, clue_kinds,
+max_clues, ...). Writes OUT (one JSON line per
 example: clues, raw memory replies, hits and recalls) and OUT with .summary.json; prints the
 summary. The logic lives in memorag.evaluation.clue_recall.
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 from memorag.config import ConfigError, load_config
 from memorag.evaluation.clue_recall import run_clue_recall
 from memorag.pipeline import PipelineConfig
+from memorag.placement import Placement, add_placement_arguments, placement_overrides
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,18 +40,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memorize", choices=("context", "documents"), default="context",
                         help="per-question examples: memorize the context, or its documents")
     parser.add_argument("--coverage", type=float, default=1.0, help="share of a gold span to cover (default 1)")
-    parser.add_argument("--dtype", default="auto", help="torch dtype of the base model (default: auto)")
     parser.add_argument("settings", nargs="*", metavar="key=value", help="pipeline settings")
+    add_placement_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        pipeline = load_config(PipelineConfig, None, args.settings)
+        pipeline = load_config(PipelineConfig, None, [*placement_overrides(args), *args.settings])
+        Placement.of(pipeline)  # a device or quantization this machine cannot give fails before any work
     except ConfigError as error:
         parser.error(str(error))
     out = args.out or Path("runs/clues") / f"{Path(args.data).name.removesuffix('.jsonl')}.jsonl"
     summary = run_clue_recall(args.checkpoint, args.data, out, base=args.base, k=args.k, coverage=args.coverage,
-                              memorize=args.memorize, num_examples=args.num_examples, pipeline=pipeline,
-                              dtype=args.dtype)
+                              memorize=args.memorize, num_examples=args.num_examples, pipeline=pipeline)
     print(json.dumps(summary, indent=2))
     print(f"clues and recalls in {out}; summary in {Path(out).with_suffix('.summary.json')}")
     return 0

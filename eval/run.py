@@ -22,6 +22,7 @@ import time
 from memorag.config import ConfigError, format_config_help
 from memorag.evaluation import EvalConfig, EvalError, load_eval_config, run_evaluation
 from memorag.evaluation.store import ResultsMismatchError
+from memorag.placement import Placement
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         config = load_eval_config(options.config, options.overrides)
+        Placement.of(config.pipeline)  # a GPU or a quantization this machine cannot give fails before any work
         cells, report = run_evaluation(config, command=shlex.join(["python", "eval/run.py", *args]))
     except (ConfigError, EvalError, ResultsMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)

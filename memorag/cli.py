@@ -5,7 +5,8 @@
     memorag ask --context book.txt "Who raised Esther?" --mode rag
     memorag clues book.memorag "Who raised Esther?"
 
-With no model options every command runs offline on the embedded models. The answer
+With no model options every command runs offline on the embedded models, on a CUDA GPU when
+torch sees one, else on the CPU (--device, --dtype, --load-in-4bit/8bit and --threads choose). The answer
 is streamed to stdout as it is written; clues, evidence and timings go to stderr
 (`--quiet` drops them), and `--json` prints one JSON object instead. Exit status: 0 on
 success, 2 for bad input or usage, 1 for any other failure; nothing is left
@@ -22,6 +23,8 @@ import time
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
+
+from memorag.placement import add_placement_arguments, placement_overrides
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -110,6 +113,7 @@ def _model_options(parser: argparse.ArgumentParser, memorizing: bool) -> None:
     shape.add_argument("--chunk-tokens", type=int, metavar="N", help="tokens per retrieval chunk (default: 160)")
     shape.add_argument("--overlap-tokens", type=int, metavar="N", help="tokens shared by neighbouring chunks (default: 24)")
     shape.add_argument("--encoding", default="utf-8", help="encoding of the context files (default: utf-8)")
+    add_placement_arguments(parser)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any pipeline setting, e.g. --set evidence_tokens=1024 (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
@@ -195,6 +199,7 @@ def _overrides(args: argparse.Namespace) -> dict:
         items.append(f"summary_max_new_tokens={args.max_new_tokens}")
     if args.ratio is not None:
         items.append(f"memory.ratios=[{args.ratio}]")
+    items.extend(placement_overrides(args))
     items.extend(args.set)
     keys = []
     for item in items:
@@ -272,6 +277,14 @@ def _describe_evidence(evidence) -> list[str]:
 
 def _format_timings(timings: dict[str, float]) -> str:
     return ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in timings.items())
+
+
+def answer_header(mode, task: str) -> str:
+    """The line over an answer: which mode wrote it, and "from memory alone" only for a task the
+    mode answers without evidence (the memorag mode's qa)."""
+    if task in mode.tasks_without_evidence:
+        return f"answer ({mode.name}, from memory alone):"
+    return f"answer ({mode.name}):"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -362,6 +375,11 @@ def cmd_ask(args, console: Console) -> int:
         raise CliInputError(f"mode {mode.name!r} does not do task {task!r}; its tasks: {', '.join(mode.tasks)}")
     rag = _open_pipeline(args, console, files, overrides, needs_memory=mode.needs_memory)
     streamed = []
+    header = [] if console.json else [answer_header(mode, task)]  # shown once, before the answer
+
+    def show_header():
+        if header:
+            console.info(header.pop())
 
     def on_clues(clues):
         if clues:
@@ -373,21 +391,20 @@ def cmd_ask(args, console: Console) -> int:
         console.info(f"evidence: {len(evidence)} chunks, {sum(e.num_tokens for e in evidence)} tokens")
         for line in _describe_evidence(evidence):
             console.info(line)
-        if not console.json:
-            console.info("answer:")
 
     def on_text(piece):
         streamed.append(piece)
         if not console.json:
+            show_header()
             console.answer_piece(piece)
 
-    if task == "qa" and not console.json:
-        console.info("answer (from memory alone):")
-    answer = rag.ask(query, task=task, on_text=on_text, on_clues=on_clues, on_evidence=on_evidence)
+    answer = rag.ask(query, task=task, on_text=on_text, on_clues=on_clues, on_evidence=on_evidence,
+                     show_progress=not console.quiet)
     if console.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False))
     else:
         if not streamed:
+            show_header()
             console.answer_piece(answer.answer)
         console.answer_piece("\n")
         console.info(f"timings: {_format_timings(answer.timings)} (generator: {answer.generator})")
@@ -401,7 +418,7 @@ def cmd_clues(args, console: Console) -> int:
     rag = _open_pipeline(args, console, files, overrides, needs_memory=True)
     started = time.perf_counter()
     task = args.task or "memorag"
-    clues, raw = rag.clues(query, task)
+    clues, raw = rag.clues(query, task, show_progress=not console.quiet)
     if console.json:
         print(json.dumps({"query": query, "task": task, "clues": clues, "raw": raw,
                           "seconds": round(time.perf_counter() - started, 3)}, ensure_ascii=False))

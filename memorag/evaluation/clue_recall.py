@@ -31,6 +31,7 @@ from memorag.evaluation import recall as recall_lib
 from memorag.evaluation.runner import group_examples
 from memorag.io import atomic_write_text
 from memorag.pipeline import MemoRAG, PipelineConfig
+from memorag.placement import Placement, set_threads
 
 VARIANTS = ("query", "clues", "query+clues")
 
@@ -46,11 +47,15 @@ def recorded_base(checkpoint: str | os.PathLike[str]) -> str:
     return str(base)
 
 
-def load_checkpoint_model(checkpoint: str | os.PathLike[str], base: str | None = None, **load_kwargs: Any):
-    """A `MemoryModel`: `base` (default: the recorded one) with the checkpoint's memory weights."""
+def load_checkpoint_model(checkpoint: str | os.PathLike[str], base: str | None = None,
+                          placement: Placement | None = None):
+    """A `MemoryModel`: `base` (default: the recorded one) with the checkpoint's memory weights, loaded
+    where `placement` says (default: CUDA when present, else CPU, in the checkpoint's dtype)."""
     from memorag.memory import MemoryModel
 
-    return MemoryModel.from_pretrained(base or recorded_base(checkpoint), memory_weights=checkpoint, **load_kwargs)
+    placement = placement or Placement.resolve()
+    return MemoryModel.from_pretrained(base or recorded_base(checkpoint), memory_weights=checkpoint,
+                                       **placement.lm_kwargs())
 
 
 def read_data(path: str | os.PathLike[str]) -> list[EvalExample] | CorpusTask:
@@ -128,12 +133,15 @@ def run_clue_recall(checkpoint: str | os.PathLike[str], data_path: str | os.Path
                     out: str | os.PathLike[str], *, base: str | None = None, k: int = 5, coverage: float = 1.0,
                     memorize: str = "context", num_examples: int | None = None,
                     pipeline: PipelineConfig | None = None, memory_model=None, embedder=None,
-                    embedder_name: str | None = None, progress: bool = True,
-                    **load_kwargs: Any) -> dict[str, Any]:
-    """Load the checkpoint (unless `memory_model` is given) and the embedder once, run
-    :func:`clue_recall` over the data, write OUT and OUT.summary.json; returns the summary."""
+                    embedder_name: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Load the checkpoint (unless `memory_model` is given) and the embedder once, where the
+    pipeline's `device`, `dtype` and `quantize` say, run :func:`clue_recall` over the data, write
+    OUT and OUT.summary.json; returns the summary."""
     pipeline = pipeline or PipelineConfig()
-    model = memory_model if memory_model is not None else load_checkpoint_model(checkpoint, base, **load_kwargs)
+    set_threads(pipeline.threads)
+    if memory_model is None:
+        memory_model = load_checkpoint_model(checkpoint, base, Placement.of(pipeline))
+    model = memory_model
     if embedder is None and pipeline.retriever != "bm25":
         loader = MemoRAG(pipeline, memory_model=model)
         embedder, embedder_name = loader.embedder, loader.embedder_name

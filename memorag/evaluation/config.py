@@ -198,8 +198,21 @@ def task_identity(task: TaskSpec) -> dict[str, Any]:
     return data
 
 
+# Where a run computes, not what: left out of the results' identity (the report names the machine).
+# The precision settings are left out only at their defaults, so results made before they existed
+# keep their identity.
+_PLACEMENT_KEYS = ("device", "threads")
+_PRECISION_DEFAULTS = {"dtype": "auto", "quantize": None}
+
+
 def resolved_pipeline(cfg: EvalConfig) -> dict[str, Any]:
+    """The pipeline settings that define a cell's results."""
     data = config_to_dict(cfg.pipeline)
     data.pop("mode")
+    for key in _PLACEMENT_KEYS:
+        data.pop(key)
+    for key, default in _PRECISION_DEFAULTS.items():
+        if data[key] == default:
+            data.pop(key)
     return data
 

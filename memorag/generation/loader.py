@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from memorag.placement import Placement
+
 from .base import Generator, GeneratorError
 from .local import LocalGenerator
 from .openai import OpenAIGenerator
@@ -24,6 +26,7 @@ def load_generator(
     max_retries: int = 3,
     context_window: int | None = None,
     tokenizer=None,
+    placement: Placement | None = None,
     **local_kwargs,
 ) -> Generator:
     """The generator named by `spec`.
@@ -33,6 +36,8 @@ def load_generator(
       without it the first model the server lists is used);
     - anything else: a local transformers model (a folder, a hub id or "embedded"). When
       it names the memory model's own base, that model is shared rather than loaded twice.
+      `placement` (default: CUDA when present, else CPU, the checkpoint's dtype) says where
+      and in what precision it loads; a shared model stays where the memory model is.
     """
     if is_endpoint(spec):
         return OpenAIGenerator(
@@ -43,7 +48,9 @@ def load_generator(
         if memory_model is None:
             raise GeneratorError("no memory model to share: name a generator model or endpoint")
         return LocalGenerator.from_memory_model(memory_model, **local_kwargs)
-    return LocalGenerator.from_pretrained(spec, **local_kwargs)
+    placement = placement or Placement.resolve()
+    return LocalGenerator.from_pretrained(spec, device=placement.device, dtype=placement.dtype,
+                                          quantize=placement.quantize, **local_kwargs)
 
 
 def _same_model(spec: str, memory_model) -> bool:

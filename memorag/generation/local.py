@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -71,18 +72,20 @@ class LocalGenerator(Generator):
         return cls(memory_model.base_model, memory_model.tokenizer, name=memory_model.name, shared=True, **kwargs)
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike[str], dtype="auto", device: str | None = None,
-                        **kwargs) -> LocalGenerator:
-        """Load a causal LM: the embedded default's names, a local folder or a hub id."""
+    def from_pretrained(cls, name_or_path: str | os.PathLike[str], *, device: str = "auto", dtype: Any = "auto",
+                        quantize: str | None = None, **kwargs) -> LocalGenerator:
+        """Load a causal LM (the embedded default's names, a local folder or a hub id) on `device`
+        ("auto": CUDA when present, else CPU) in `dtype`, or quantized ("4bit", "8bit"; needs CUDA
+        and bitsandbytes): see `memorag.placement`."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from memorag.models import EMBEDDED_LM, is_embedded_lm, resolve_lm
+        from memorag.placement import Placement
 
+        load_kwargs = Placement.resolve(device, dtype, quantize).lm_kwargs()
         path = resolve_lm(name_or_path)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        if device is not None:
-            model.to(device)
+        model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
         model.eval()
         name = EMBEDDED_LM if is_embedded_lm(name_or_path) else os.fspath(name_or_path)
         return cls(model, tokenizer, name=name, **kwargs)

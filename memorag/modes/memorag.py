@@ -28,7 +28,7 @@ class MemoRAGMode(Mode):
                 text = rag.answer_from_memory(query, language, hooks.on_text)
             return Answer(query, task, self.name, text, timings=timings, generator=f"{rag.memory_model.name} (memory)")
         with timed(timings, "clues"):
-            clues, raw = rag.write_clues(query, task, language)
+            clues, raw = rag.write_clues(query, task, language, show_progress=hooks.show_progress)
         hooks.clues(clues)
         weights = [rag.config.query_weight] + [1.0] * len(clues)
         return self.retrieve_and_answer(query, task, language, hooks, timings, [query, *clues], weights,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from memorag import prompts
 from memorag.clues import combine_clues, detect_language, parse_clues
@@ -29,12 +32,15 @@ from memorag.pipeline.types import (
     UnsupportedTaskError,
     timed,
 )
+from memorag.placement import Placement, set_threads
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import Chunk, Document
 
 # Chunks are counted with the memory model's tokenizer, the generator's window with its own:
 # evidence budgets keep this share of the room the window leaves.
 TOKENIZER_MARGIN = 0.9
+# The clue bar: "writing clues 1/3 [00:06, questions]", the kind being written last.
+_CLUE_BAR = "{desc} {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 
 class MemoRAG:
     """Memory-driven retrieval-augmented generation over a corpus; see the module docstring.
@@ -79,15 +85,26 @@ class MemoRAG:
         self._version = 0
         self._modes: dict[str, Mode] = {}
         self._prepared: dict[str, int] = {}
+        self._placement: Placement | None = None
+        set_threads(self.config.threads)
 
     # -- models, loaded on first use ------------------------------------------------------------
+    @property
+    def placement(self) -> Placement:
+        """Where the models load and in what precision (`device`, `dtype`, `quantize`), checked
+        against this machine on first use."""
+        if self._placement is None:
+            self._placement = Placement.of(self.config)
+        return self._placement
+
     @property
     def memory_model(self):
         if self._memory_model is None:
             from memorag.memory import MemoryModel
 
             self._memory_model = MemoryModel.from_pretrained(
-                self.config.memory_model, memory_weights=self.config.memory_weights, config=self.config.memory
+                self.config.memory_model, memory_weights=self.config.memory_weights, config=self.config.memory,
+                **self.placement.lm_kwargs(),
             )
         return self._memory_model
 
@@ -110,7 +127,9 @@ class MemoRAG:
             from memorag.models import resolve_embedder
             from memorag.retrieval.dense import load_embedder
 
-            self._embedder = load_embedder(resolve_embedder(self.config.embedder))
+            placement = self.placement
+            self._embedder = load_embedder(resolve_embedder(self.config.embedder), device=placement.device,
+                                           dtype=placement.dtype)
         return self._embedder
 
     @property
@@ -129,6 +148,7 @@ class MemoRAG:
                 context_window=self.config.generator_window,
                 tokenizer=self.tokenizer if is_endpoint(spec) else None,
                 **({} if is_endpoint(spec) else {"repetition_penalty": self.config.repetition_penalty}),
+                placement=None if is_endpoint(spec) else self.placement,
             )
             if self.config.generator_window is not None:
                 self._generator.context_window = self.config.generator_window
@@ -141,6 +161,8 @@ class MemoRAG:
         """
         from memorag.models import resolve_embedder, resolve_lm
 
+        if self._memory_model is None or self._embedder is None or self._generator is None:
+            _ = self.placement  # a device or a quantization this machine cannot give fails here
         if self._memory_model is None:
             resolve_lm(self.config.memory_model)
         if self._embedder is None and self.config.retriever != "bm25":
@@ -265,22 +287,24 @@ class MemoRAG:
         on_text: Callable[[str], None] | None = None,
         on_clues: Callable[[list[str]], None] | None = None,
         on_evidence: Callable[[list[Evidence]], None] | None = None,
+        show_progress: bool = False,
     ) -> Answer:
-        """Answer `query`; `task` defaults to the mode's own (`memorag` for the memorag mode)."""
+        """Answer `query`; `task` defaults to the mode's own (`memorag` for the memorag mode).
+        `show_progress`: a progress bar on stderr while the clues are written."""
         started = time.perf_counter()
         handler = self._ready(query, task, mode)
         task = task or handler.default_task
-        answer = handler.answer(query.strip(), task, AskHooks(on_text, on_clues, on_evidence))
+        answer = handler.answer(query.strip(), task, AskHooks(on_text, on_clues, on_evidence, show_progress))
         answer.timings["total"] = round(time.perf_counter() - started, 4)
         return answer
 
-    def clues(self, query: str, task: str = "memorag") -> tuple[list[str], dict[str, str]]:
+    def clues(self, query: str, task: str = "memorag", show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
         """Only the memory model's clues for `query` (key points for `summarize`), and its raw
         replies by clue kind."""
         if task == "qa":
             raise UnsupportedTaskError("the qa task writes no clues; use memorag or summarize")
         self._ready(query, task, "memorag")
-        return self.write_clues(query.strip(), task, self.language_of(query))
+        return self.write_clues(query.strip(), task, self.language_of(query), show_progress=show_progress)
 
     def _ready(self, query: str, task: str | None, mode: str | None) -> Mode:
         if not isinstance(query, str) or not query.strip():
@@ -314,8 +338,10 @@ class MemoRAG:
         )
         return stream.finish().strip()
 
-    def write_clues(self, query: str, task: str, language: str) -> tuple[list[str], dict[str, str]]:
-        """The memory model's clues (or key points, for `summarize`) and its raw replies."""
+    def write_clues(self, query: str, task: str, language: str,
+                    show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
+        """The memory model's clues (or key points, for `summarize`) and its raw replies;
+        `show_progress`: a bar on stderr naming the clue kind being written, with the seconds spent."""
         self.ensure_memory()
         if task == "summarize":
             focus = prompts.fill(prompts.KEY_POINTS_FOCUS, language, request=query)
@@ -327,11 +353,15 @@ class MemoRAG:
                         for kind in self.config.clue_kinds}
         raw: dict[str, str] = {}
         groups: list[list[str]] = []
-        for kind, (prompt, split_lines) in requests.items():
-            raw[kind] = self.memory_model.generate(prompt, memory=self.memory,
-                                                   max_new_tokens=self.config.clue_max_new_tokens)
-            groups.append(parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines,
-                                      max_clues=self.config.max_clues))
+        with tqdm(total=len(requests), desc="writing clues", unit="kind", disable=not show_progress,
+                  file=sys.stderr, bar_format=_CLUE_BAR) as bar:
+            for kind, (prompt, split_lines) in requests.items():
+                bar.set_postfix_str(kind)
+                raw[kind] = self.memory_model.generate(prompt, memory=self.memory,
+                                                       max_new_tokens=self.config.clue_max_new_tokens)
+                groups.append(parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines,
+                                          max_clues=self.config.max_clues))
+                bar.update()
         return combine_clues(groups, self.config.max_clues, query), raw
 
     def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,

@@ -184,8 +184,22 @@ def load_pipeline(
         except MemoryFileError as error:
             raise SaveFormatError(str(error)) from error
         rag.memory_model.check_memory(rag.memory)
+        _check_memory_dtype(rag, root)
     rag._version = 1
     return rag
+
+
+def _check_memory_dtype(rag: MemoRAG, root: Path) -> None:
+    """A memory holds keys and values in the dtype it was memorized in; the model must run in it."""
+    saved = rag.memory.keys[0].dtype if rag.memory.keys else None
+    running = rag.memory_model.base_dtype
+    if saved is not None and saved != running:
+        saved_name, running_name = (str(dtype).removeprefix("torch.") for dtype in (saved, running))
+        raise ManifestMismatchError(
+            f"{root} was memorized in {saved_name} and the memory model now runs in {running_name}; ask it "
+            f"with --dtype {saved_name} (dtype={saved_name}), or memorize the context again in {running_name}"
+        )
+
 
 def _load_index(rag: MemoRAG, path: Path):
     from memorag.retrieval.base import load_retriever

@@ -13,6 +13,7 @@ from typing import Literal
 from memorag import prompts
 from memorag.config import ConfigError
 from memorag.memory.config import MemoryConfig
+from memorag.placement import check_threads, normalize_device, normalize_dtype, normalize_quantize
 from memorag.retrieval.chunking import Chunk, Document
 from memorag.retrieval.unit_index import LINK_POLICIES
 
@@ -90,6 +91,11 @@ class PipelineConfig:
     timeout: float = 120.0
     max_retries: int = 3
     repetition_penalty: float = 1.1  # local generators; small models loop without it
+    # where and in what precision the models run (memorag/placement.py; free to change between runs)
+    device: str = "auto"  # auto: CUDA when present, else CPU; or cpu, cuda, cuda:N, mps
+    dtype: str = "auto"  # auto: the checkpoint's own (the embedder's float32); or float32, bfloat16, float16
+    quantize: str | None = None  # 4bit or 8bit (bitsandbytes, CUDA only): the memory model and a local generator
+    threads: int | None = None  # CPU threads of torch and faiss; None: the process's default
     # asking
     mode: str = "memorag"
     language: str = "auto"  # "en", "zh", or "auto" (from the query)
@@ -125,6 +131,10 @@ class PipelineConfig:
     dos_evidence_tokens: int = 8192  # evidence budget (also capped by the generator's window)
 
     def __post_init__(self) -> None:
+        self.device = normalize_device(self.device)
+        self.dtype = normalize_dtype(self.dtype)
+        self.quantize = normalize_quantize(self.quantize)
+        check_threads(self.threads)
         if self.retriever not in RETRIEVERS:
             raise ConfigError(f"retriever={self.retriever!r}; choose one of {', '.join(RETRIEVERS)}")
         unknown = [kind for kind in self.clue_kinds if kind not in CLUE_KINDS]
@@ -244,6 +254,7 @@ class AskHooks:
     on_text: Callable[[str], None] | None = None  # each new piece of the answer
     on_clues: Callable[[list[str]], None] | None = None
     on_evidence: Callable[[list[Evidence]], None] | None = None
+    show_progress: bool = False  # a progress bar on stderr for slow steps (the clues, kind by kind)
 
     def clues(self, clues: list[str]) -> None:
         if self.on_clues is not None:

@@ -35,14 +35,14 @@ class Embedder(Protocol):
     ) -> np.ndarray: ...
 
 
-def load_embedder(name_or_path: str | os.PathLike[str], device: str | None = None) -> Any:
-    """Load a SentenceTransformer on ``device`` (default: CUDA when available, else CPU)."""
-    import torch
+def load_embedder(name_or_path: str | os.PathLike[str], device: str | None = None, dtype: Any = "auto") -> Any:
+    """Load a SentenceTransformer on ``device`` (default "auto": CUDA when available, else CPU) in
+    ``dtype`` ("auto": float32); see ``memorag.placement``."""
     from sentence_transformers import SentenceTransformer
 
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return SentenceTransformer(str(name_or_path), device=device)
+    from memorag.placement import Placement
+
+    return SentenceTransformer(str(name_or_path), **Placement.resolve(device or "auto", dtype).embedder_kwargs())
 
 
 class DenseRetriever(Retriever):

@@ -154,14 +154,16 @@ def test_memorize_ask_clues_end_to_end_with_the_embedded_models(tmp_path, short_
     assert {"clues", "retrieve", "generate", "total"} <= set(answer["timings"])
 
     streamed = run_cli("ask", "--context", str(short_text), "Where did Naomi's family go to live?",
-                       "--mode", "rag", *SHORT)
+                       "--mode", "rag", "--device", "cpu", "--dtype", "bfloat16", "--threads", "1", *SHORT)
     assert streamed.returncode == 0, streamed.stderr
     assert streamed.stdout.strip() and "evidence:" in streamed.stderr and "timings:" in streamed.stderr
+    assert "answer (rag):" in streamed.stderr and "from memory alone" not in streamed.stderr
 
     clues = run_cli("clues", str(out), "Where did Naomi's family go to live?", "--json", "--set",
                     "clue_max_new_tokens=16")
     assert clues.returncode == 0, clues.stderr
     assert set(json.loads(clues.stdout)["raw"]) == {"spans", "questions", "draft"}
+    assert "writing clues 3/3" in clues.stderr  # progress, kind by kind, on stderr
 
     again = run_cli("memorize", str(short_text), "--out", str(out))
     assert again.returncode == 0 and "already memorized" in again.stdout
