@@ -116,7 +116,10 @@ def _revision(tree: Path) -> str:
 
 def compare(args, lengths: list[int]) -> None:
     """Memorize cells in this tree and in `args.baseline`, alternating; best of `args.repeats` each."""
+    from roofline import bounds, measure_peaks, memorize_flops
+
     here, there = Path(__file__).resolve().parents[1], Path(args.baseline).resolve()
+    peaks = {dtype: measure_peaks(dtype) for dtype in args.dtypes}
     rows = []
     for dtype in args.dtypes:
         for ratio in args.ratios:
@@ -127,21 +130,24 @@ def compare(args, lengths: list[int]) -> None:
                     for label, tree in (("before", there), ("after", here)):
                         times[label].append(_run_in(tree, cell, args)["seconds"])
                 best = {label: min(values) for label, values in times.items()}
+                bound = bounds(memorize_flops(length, 1024, ratio), peaks[dtype])["at_kernel_rates_s"]
                 rows.append({"dtype": dtype, "ratio": ratio, "tokens": length, "runs": times, **best,
-                             "before_over_after": best["before"] / best["after"]})
+                             "before_over_after": best["before"] / best["after"], "after_bound_s": bound})
                 print(f"{dtype} r={ratio} {length} tok: before {best['before']:.2f} s, after {best['after']:.2f} s, "
                       f"ratio {best['before'] / best['after']:.3f}", flush=True)
     print(f"\nbefore = {there} ({_revision(there)}), after = {here} ({_revision(here)})")
-    print("| dtype | ratio | tokens | before s | after s | before / after |")
-    print("|---|---|---|---|---|---|")
+    for dtype, peak in peaks.items():
+        print(f"{dtype}: GEMM peak {peak['gemm'] / 1e9:.0f} GFLOP/s, fused attention {peak['attention'] / 1e9:.0f} GFLOP/s")
+    print("| dtype | ratio | tokens | before s | after s | before / after | after's bound s | bound / after |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(f"| {row['dtype']} | {row['ratio']} | {row['tokens']} | {row['before']:.2f} | {row['after']:.2f} | "
-              f"{row['before_over_after']:.3f} |")
+              f"{row['before_over_after']:.3f} | {row['after_bound_s']:.1f} | {row['after_bound_s'] / row['after']:.0%} |")
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-compare-{platform.node()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": _processor(),
                "before": _revision(there), "after": _revision(here), "repeats": args.repeats}
-    out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
+    out.write_text(json.dumps({"machine": machine, "peaks_flop_per_s": peaks, "rows": rows}, indent=2))
     print(f"\nwrote {out}")
 
 
