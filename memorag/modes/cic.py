@@ -41,6 +41,8 @@ class CiCMode(Mode):
     name = "cic"
     tasks = ("retrieval", "qa")
     default_task = "retrieval"
+    own_evidence_order = None  # reads the corpus itself, nothing ranked
+    uses_answer_prompt = False  # LOFT's corpus-in-context prompt
 
     def __init__(self, pipeline):
         super().__init__(pipeline)
