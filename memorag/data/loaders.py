@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from memorag.data.eval_sets import CorpusTask, EvalDataError, EvalExample, read_jsonl_records
+from memorag.prompts import LONGBENCH_PROMPTS
 from memorag.retrieval.chunking import Document
 
 LONGBENCH_METRICS: dict[str, str] = {
@@ -193,6 +194,8 @@ def load_longbench(path: str | os.PathLike[str], *, metric: str | None = None) -
         }
         if is_e and length is not None:
             meta["length_bucket"] = longbench_length_bucket(length)
+        if base in LONGBENCH_PROMPTS:  # the generator gets LongBench's own template for the dataset
+            meta["answer_prompt"] = {"name": f"longbench:{base}"}
         examples.append(
             EvalExample(
                 id=str(example_id if example_id is not None else f"{stem}-{len(examples)}"),
