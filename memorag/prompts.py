@@ -229,46 +229,57 @@ MIXPR_ROUTER = {
     ),
 }
 
-# -- the `cic` mode (memorag/modes/cic.py, cic_prompt.py): LOFT's corpus-in-context prompt. The
-# instruction, the corpus (one CIC_DOCUMENT each), the examples and CIC_QUERY_INTRO form a prefix
-# shared by every query; CIC_QUERY comes last. "Final Answer:" stays English in every language:
-# the answer parser (cic_answer.py) looks for it. No fields in the instructions.
-CIC_RETRIEVAL_INSTRUCTION = {
-    "en": (
-        'Below is a corpus of documents. Each document starts with "ID: n", its number, and ends with '
-        '"END ID: n". After the corpus come worked examples, then a query. Find every document of the '
-        'corpus that is needed to answer the query. First list those documents, one per line as '
-        '"ID: n | TITLE: title", then write a last line "Final Answer: [n, ...]" with their IDs, the '
-        "most useful first."
+# -- the `cic` mode (memorag/modes/cic.py, cic_prompt.py): LOFT's corpus-in-context prompts, reproduced
+# exactly from google-deepmind/loft prompts/constants/{common,retrieval,rag}.py (English only, as LOFT).
+# Retrieval uses LOFT's hotpotqa prompts (a query may need several documents); qa uses LOFT's RAG prompts,
+# which LOFT uses for every RAG dataset (its PROMPT_MAPPER sends them all to nq). The layout (instruction,
+# formatting instruction, documents, examples, query, each separated by a blank line) is that of LOFT's
+# PROMPT_EXAMPLE.txt; the instructions and documents form a prefix every query shares.
+CIC_INSTRUCTION = {
+    "retrieval": (
+        "You will be given a list of documents. You need to read carefully and understand all of them. Then you "
+        "will be given a query that may require you to use 1 or more documents to find the answer. Your goal is "
+        "to find all documents from the list that can help answer the query. Print out the ID and TITLE of each "
+        "document."
     ),
-    "zh": (
-        "下面是一个文档集。每篇文档以“ID: n”（它的编号）开头，以“END ID: n”结尾。文档集之后是几个示例，"
-        "最后是一个查询。请找出回答查询所需的全部文档：先逐行列出这些文档，格式为“ID: n | TITLE: 标题”，"
-        "最后一行写“Final Answer: [n, ...]”，列出它们的编号，最有用的排在前面。"
-    ),
-}
-CIC_QA_INSTRUCTION = {
-    "en": (
-        'Below is a corpus of documents. Each document starts with "ID: n", its number, and ends with '
-        '"END ID: n". After the corpus come worked examples, then a query. Answer the query from the '
-        'corpus. First list the documents the answer comes from, one per line as "ID: n | TITLE: title", '
-        'then write a last line "Final Answer: " followed by a short answer, in words copied from the '
-        "documents where possible."
-    ),
-    "zh": (
-        "下面是一个文档集。每篇文档以“ID: n”（它的编号）开头，以“END ID: n”结尾。文档集之后是几个示例，"
-        "最后是一个查询。请根据文档集回答查询：先逐行列出答案所依据的文档，格式为“ID: n | TITLE: 标题”，"
-        "最后一行写“Final Answer: ”，后面跟简短的答案，尽量使用文档中的原词。"
+    "qa": (
+        "You will be given a list of documents. You need to read carefully and understand all of them. Then you "
+        "will be given a query, and your goal is to answer the query based on the documents you have read."
     ),
 }
-# One document of the corpus. Fields: id, title, content.
-CIC_DOCUMENT = {"en": "ID: {id} | TITLE: {title} | CONTENT: {content} | END ID: {id}"}
-CIC_EXAMPLES_HEADER = {
-    "en": "Examples of queries about this corpus, answered:",
-    "zh": "关于这个文档集的查询示例及其回答：",
+CIC_FORMATTING_INSTRUCTION = {
+    "retrieval": (
+        "Your final answer should be a list of IDs, in the following format:\nFinal Answer: [id1, id2, ...]\n"
+        "If there is only one ID, it should be in the format:\nFinal Answer: [id1]\n\nIf there is no perfect "
+        "answer output the closest one. Do not give an empty final answer."
+    ),
+    "qa": (
+        "Your final answer should be in a list, in the following format:\nFinal Answer: ['answer1', 'answer2', "
+        "...]\nIf there is only one answer, it should be in the format:\nFinal Answer: ['answer']"
+    ),
 }
-# An example's query, built from the corpus: the words that follow a quoted piece of a
-# document. Fields: lead (and other_lead, for an example over two documents).
+# One document of the corpus (LOFT's CORPUS_FORMAT_ECHO; a document without a title is titled "None").
+# Fields: id, title, content.
+CIC_DOCUMENT = "ID: {id} | TITLE: {title} | CONTENT: {content} | END ID: {id}"
+CIC_NO_TITLE = "None"
+# The query of an example and of the test query (LOFT's QUERY_FORMAT_SIMPLE_REVERSE). Field: query.
+CIC_QUERY = {
+    "retrieval": (
+        "Which documents can help answer the query? Print out the TITLE and ID of each document. Then format the "
+        "IDs into a list.\nIf there is no perfect answer output the closest one. Do not give an empty final "
+        "answer.\nquery: {query}\nThe following documents can help answer the query:"
+    ),
+    "qa": (
+        "Based on the documents above, can you answer the following query? Print out the TITLE and ID of the "
+        "documents you use to answer. Then format the answers into a list.\nquery: {query}"
+    ),
+}
+CIC_EXAMPLE_SEPARATOR = "====== Example {number} ======\n"  # before an example's query. Field: number (from 1)
+CIC_TEST_SEPARATOR = "====== Now let's start! ======\n"  # before the test query
+CIC_NEEDED_DOCUMENT = "TITLE: {title} | ID: {id}"  # an example's reasoning: one line per gold document
+CIC_FINAL_ANSWER = "Final Answer: {answer}"  # an example's answer: a Python-style list of strings
+# The query of a generated example (for a corpus without labelled questions; memorag's own, not LOFT's):
+# the words that follow a quoted piece of a document. Fields: lead (and other_lead, over two documents).
 CIC_EXAMPLE_ONE = {
     "en": 'What words follow "{lead}" in the corpus?',
     "zh": "文档集中“{lead}”后面是什么？",
@@ -276,23 +287,6 @@ CIC_EXAMPLE_ONE = {
 CIC_EXAMPLE_TWO = {
     "en": 'What words follow "{lead}", and what words follow "{other_lead}"?',
     "zh": "“{lead}”后面是什么？“{other_lead}”后面又是什么？",
-}
-# The short chain of thought before an example's final answer: this line, then one
-# CIC_NEEDED_DOCUMENT line per document (fields: id, title), then CIC_FINAL_ANSWER (field: answer).
-CIC_EXAMPLE_REASONING = {
-    "en": "Documents needed:",
-    "zh": "所需文档：",
-}
-CIC_NEEDED_DOCUMENT = {"en": "ID: {id} | TITLE: {title}"}
-CIC_FINAL_ANSWER = {"en": "Final Answer: {answer}"}
-CIC_QUERY_INTRO = {
-    "en": "Now the query to answer, in the same way as the examples.",
-    "zh": "现在请用与示例相同的方式回答下面的查询。",
-}
-# The query, last (also the query line of each example). Field: query.
-CIC_QUERY = {
-    "en": "Query: {query}\n",
-    "zh": "查询：{query}\n",
 }
 
 # -- the `hyde` mode (memorag/modes/hyde.py): a hypothetical answer passage that retrieves beside

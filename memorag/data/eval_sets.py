@@ -1025,6 +1025,25 @@ def hotpotqa_long_context(
     return examples
 
 
+def hotpotqa_few_shot(count: int, *, seed: int = 0, path: str | os.PathLike[str] | None = None) -> list[Any]:
+    """`count` labelled HotpotQA questions for the cic mode's few-shot examples, as LOFT builds them:
+    real questions from the training rows (below `HOTPOTQA_TRAIN_ROWS`, never the evaluated ones),
+    each with its gold paragraphs (``title`` as id and title) and its answer. Seeded."""
+    from memorag.pipeline.types import FewShotExample  # the pipeline's type; imported late (no cycle)
+
+    if count < 1:
+        return []
+    records = _load_hotpotqa_cached(str(Path(path) if path is not None else hotpotqa_dev_path()))
+    rows = _hotpotqa_select(records, count, None, seed, "train")
+    examples = []
+    for row in rows:
+        gold, _ = _hotpotqa_question_blocks(records[row])
+        examples.append(FewShotExample(
+            records[row]["question"], tuple(Document(id=b.doc_id, text=b.text, title=b.title) for b in gold),
+            (str(records[row]["answer"]),)))
+    return examples
+
+
 def _grow_corpus(
     blocks: list[_Block], drawer: _PoolDrawer, target: int | None, counter: LengthCounter
 ) -> tuple[list[_Block], float]:

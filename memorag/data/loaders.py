@@ -437,6 +437,20 @@ def load_loft(
     )
 
 
+def loft_few_shot(directory: str | os.PathLike[str], *, task_type: str | None = None) -> list[Any]:
+    """LOFT's own few-shot examples of a dataset folder (``few_shot_queries.jsonl``) for the cic mode:
+    each query with its gold passages from the folder's corpus and its answers. None in the folder: []."""
+    from memorag.pipeline.types import FewShotExample  # the pipeline's type; imported late (no cycle)
+
+    if not (Path(directory) / "few_shot_queries.jsonl").is_file():
+        return []
+    task = load_loft(directory, "few_shot", task_type=task_type)
+    by_id = {document.id: document for document in task.documents}
+    return [FewShotExample(example.question, tuple(by_id[pid] for pid in example.meta["gold_doc_ids"]),
+                           tuple(example.answers))
+            for example in task.examples if example.meta["gold_doc_ids"]]
+
+
 # ---------------------------------------------------------------------------
 # LongRAG
 # ---------------------------------------------------------------------------

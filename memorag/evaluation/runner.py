@@ -31,7 +31,8 @@ from tqdm.auto import tqdm
 from memorag import prompts
 from memorag.answer_forms import AnswerForm, AnswerFormError, as_answer_form
 from memorag.config import save_config
-from memorag.data.eval_sets import CorpusTask, EvalExample, count_tokens
+from memorag.data.eval_sets import CorpusTask, EvalExample, count_tokens, hotpotqa_few_shot
+from memorag.data.loaders import loft_few_shot
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation import scoring
 from memorag.evaluation.config import (
@@ -49,7 +50,7 @@ from memorag.evaluation.summary import summarize_cell
 from memorag.generation import Generator
 from memorag.io import atomic_write_text
 from memorag.modes import get_mode
-from memorag.pipeline import MemoRAG, PipelineConfig
+from memorag.pipeline import FewShotExample, MemoRAG, PipelineConfig
 from memorag.retrieval.chunking import Document
 
 logger = logging.getLogger(__name__)
@@ -208,6 +209,7 @@ class EvalRunner:
         except scoring.MetricError as error:
             raise EvalError(f"task {task.name!r}: {error}") from error
         groups = group_examples(data, f"{task.name}@{length}", task.memorize)
+        few_shot = self.few_shot(task) if any(parse_mode(label)[0] == "cic" for label in pending) else []
         todo = {example.id: [label for label in pending if not self.store.has((label, task.name, length), example.id)]
                 for example in examples}
         with tqdm(total=sum(map(len, todo.values())), desc=f"{task.name} @ {length}", unit="answer",
@@ -218,6 +220,7 @@ class EvalRunner:
                 if not labels:
                     continue
                 rag, prepare = self.prepare(group, labels)
+                rag.few_shot = few_shot
                 for example in group.examples:
                     for label in todo[example.id]:
                         self.store.add(self.ask(rag, label, task, length, example, group, prepare,
@@ -242,6 +245,17 @@ class EvalRunner:
             return build_task_data(task.source, request)
         except (ValueError, FileNotFoundError) as error:
             raise EvalError(f"task {task.name!r} at length {length}: {error}") from error
+
+    def few_shot(self, task: TaskSpec) -> list[FewShotExample]:
+        """The task's labelled questions for the cic mode's examples, as LOFT builds them: HotpotQA
+        training rows (below 5,000) for the HotpotQA sources, a LOFT folder's own few-shot queries;
+        none for other sources (the mode then generates examples from the corpus)."""
+        count = self.config.pipeline.cic_examples
+        if task.source in ("hotpotqa", "hotpotqa_corpus"):
+            return hotpotqa_few_shot(count, seed=self.config.seed, path=task.options.get("path"))
+        if task.source == "loft":
+            return loft_few_shot(task.path, task_type=task.options.get("task_type"))[:count]
+        return []
 
     def prepare(self, group: ContextGroup, labels: list[str]) -> tuple[MemoRAG, dict[str, Any]]:
         """Memorize a group once: chunks and index always, the memory when a mode needs it."""
@@ -314,6 +328,7 @@ class EvalRunner:
             "evidence_order": rag.mode(name).evidence_order(pipeline_task),
             "answer_prompt": form.to_dict() if self.used_answer_prompt(name, pipeline_task) else None,
             "source_row": example.meta.get("row"), "source_split": example.meta.get("split"),
+            "few_shot": (("labelled" if rag.few_shot else "generated") if name == "cic" else None),
             "clues": answer.clues, "warnings": answer.warnings, "generator": answer.generator,
             "generator_prompt_tokens": prompt_tokens,
             "timings": answer.timings, "ask": ask, "context_id": group.context_id, "prepare": prepare,

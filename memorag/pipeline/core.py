@@ -23,6 +23,7 @@ from memorag.pipeline.types import (
     DocumentConflictError,
     EmptyCorpusError,
     Evidence,
+    FewShotExample,
     InputError,
     MemorizeReport,
     PipelineConfig,
@@ -81,6 +82,8 @@ class MemoRAG:
         self._modes: dict[str, Mode] = {}
         self._prepared: dict[str, int] = {}
         self._answer_form: AnswerForm | None = None  # set by `ask` for one question
+        # labelled questions of the same task for the cic mode's examples (none: it makes its own from the corpus)
+        self.few_shot: list[FewShotExample] = []
 
     # -- models, loaded on first use ------------------------------------------------------------
     @property

@@ -239,6 +239,20 @@ class Answer:
         return data
 
 
+@dataclass(frozen=True)
+class FewShotExample:
+    """A labelled question for the cic mode's few-shot examples, as LOFT builds them: a real question
+    of the same task, its gold documents (shown in the corpus when the corpus lacks them) and answers."""
+
+    query: str
+    documents: tuple[Document, ...]  # the gold documents, in the order the answer lists them
+    answers: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.query.strip() or not self.documents:
+            raise InputError("a few-shot example needs a query and at least one gold document")
+
+
 @dataclass
 class MemorizeReport:
     added: list[str] = field(default_factory=list)  # document ids read this time

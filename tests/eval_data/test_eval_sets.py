@@ -190,3 +190,15 @@ def test_held_out_protocol_evaluates_on_rows_from_5000_and_trains_below():
         assert {doc_id for doc_id, _, _ in example.meta["doc_spans"]} <= train_titles
     with pytest.raises(ValueError, match="choose eval"):
         hotpotqa_long_context(1, 4096, split="dev")
+
+
+@needs_long_context_eval
+def test_cic_few_shot_examples_are_labelled_training_questions():
+    records = load_hotpotqa()
+    row_of = {record["question"]: row for row, record in enumerate(records)}
+    examples = eval_sets.hotpotqa_few_shot(3, seed=0)
+    assert len(examples) == 3 and examples == eval_sets.hotpotqa_few_shot(3, seed=0)
+    for example in examples:
+        record = records[row_of[example.query]]
+        assert row_of[example.query] < eval_sets.HOTPOTQA_TRAIN_ROWS and example.answers == (record["answer"],)
+        assert {document.id for document in example.documents} == {title for title, _ in record["supporting_facts"]}

