@@ -1025,6 +1025,14 @@ def hotpotqa_long_context(
     return examples
 
 
+def hotpotqa_held_out(path: str | os.PathLike[str] | None = None) -> frozenset[str]:
+    """The ids and questions of the held-out HotpotQA rows (from `HOTPOTQA_TRAIN_ROWS` on): data
+    built for training or tuning must hold none of them."""
+    records = _load_hotpotqa_cached(str(Path(path) if path is not None else hotpotqa_dev_path()))
+    held = hotpotqa_split_rows(len(records), "eval")
+    return frozenset(str(records[row][key]) for row in held for key in ("_id", "question"))
+
+
 def hotpotqa_few_shot(count: int, *, seed: int = 0, path: str | os.PathLike[str] | None = None) -> list[Any]:
     """`count` labelled HotpotQA questions for the cic mode's few-shot examples, as LOFT builds them:
     real questions from the training rows (below `HOTPOTQA_TRAIN_ROWS`, never the evaluated ones),
