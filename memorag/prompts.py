@@ -229,46 +229,57 @@ MIXPR_ROUTER = {
     ),
 }
 
-# -- the `cic` mode (memorag/modes/cic.py, cic_prompt.py): LOFT's corpus-in-context prompt. The
-# instruction, the corpus (one CIC_DOCUMENT each), the examples and CIC_QUERY_INTRO form a prefix
-# shared by every query; CIC_QUERY comes last. "Final Answer:" stays English in every language:
-# the answer parser (cic_answer.py) looks for it. No fields in the instructions.
-CIC_RETRIEVAL_INSTRUCTION = {
-    "en": (
-        'Below is a corpus of documents. Each document starts with "ID: n", its number, and ends with '
-        '"END ID: n". After the corpus come worked examples, then a query. Find every document of the '
-        'corpus that is needed to answer the query. First list those documents, one per line as '
-        '"ID: n | TITLE: title", then write a last line "Final Answer: [n, ...]" with their IDs, the '
-        "most useful first."
+# -- the `cic` mode (memorag/modes/cic.py, cic_prompt.py): LOFT's corpus-in-context prompts, reproduced
+# exactly from google-deepmind/loft prompts/constants/{common,retrieval,rag}.py (English only, as LOFT).
+# Retrieval uses LOFT's hotpotqa prompts (a query may need several documents); qa uses LOFT's RAG prompts,
+# which LOFT uses for every RAG dataset (its PROMPT_MAPPER sends them all to nq). The layout (instruction,
+# formatting instruction, documents, examples, query, each separated by a blank line) is that of LOFT's
+# PROMPT_EXAMPLE.txt; the instructions and documents form a prefix every query shares.
+CIC_INSTRUCTION = {
+    "retrieval": (
+        "You will be given a list of documents. You need to read carefully and understand all of them. Then you "
+        "will be given a query that may require you to use 1 or more documents to find the answer. Your goal is "
+        "to find all documents from the list that can help answer the query. Print out the ID and TITLE of each "
+        "document."
     ),
-    "zh": (
-        "下面是一个文档集。每篇文档以“ID: n”（它的编号）开头，以“END ID: n”结尾。文档集之后是几个示例，"
-        "最后是一个查询。请找出回答查询所需的全部文档：先逐行列出这些文档，格式为“ID: n | TITLE: 标题”，"
-        "最后一行写“Final Answer: [n, ...]”，列出它们的编号，最有用的排在前面。"
-    ),
-}
-CIC_QA_INSTRUCTION = {
-    "en": (
-        'Below is a corpus of documents. Each document starts with "ID: n", its number, and ends with '
-        '"END ID: n". After the corpus come worked examples, then a query. Answer the query from the '
-        'corpus. First list the documents the answer comes from, one per line as "ID: n | TITLE: title", '
-        'then write a last line "Final Answer: " followed by a short answer, in words copied from the '
-        "documents where possible."
-    ),
-    "zh": (
-        "下面是一个文档集。每篇文档以“ID: n”（它的编号）开头，以“END ID: n”结尾。文档集之后是几个示例，"
-        "最后是一个查询。请根据文档集回答查询：先逐行列出答案所依据的文档，格式为“ID: n | TITLE: 标题”，"
-        "最后一行写“Final Answer: ”，后面跟简短的答案，尽量使用文档中的原词。"
+    "qa": (
+        "You will be given a list of documents. You need to read carefully and understand all of them. Then you "
+        "will be given a query, and your goal is to answer the query based on the documents you have read."
     ),
 }
-# One document of the corpus. Fields: id, title, content.
-CIC_DOCUMENT = {"en": "ID: {id} | TITLE: {title} | CONTENT: {content} | END ID: {id}"}
-CIC_EXAMPLES_HEADER = {
-    "en": "Examples of queries about this corpus, answered:",
-    "zh": "关于这个文档集的查询示例及其回答：",
+CIC_FORMATTING_INSTRUCTION = {
+    "retrieval": (
+        "Your final answer should be a list of IDs, in the following format:\nFinal Answer: [id1, id2, ...]\n"
+        "If there is only one ID, it should be in the format:\nFinal Answer: [id1]\n\nIf there is no perfect "
+        "answer output the closest one. Do not give an empty final answer."
+    ),
+    "qa": (
+        "Your final answer should be in a list, in the following format:\nFinal Answer: ['answer1', 'answer2', "
+        "...]\nIf there is only one answer, it should be in the format:\nFinal Answer: ['answer']"
+    ),
 }
-# An example's query, built from the corpus: the words that follow a quoted piece of a
-# document. Fields: lead (and other_lead, for an example over two documents).
+# One document of the corpus (LOFT's CORPUS_FORMAT_ECHO; a document without a title is titled "None").
+# Fields: id, title, content.
+CIC_DOCUMENT = "ID: {id} | TITLE: {title} | CONTENT: {content} | END ID: {id}"
+CIC_NO_TITLE = "None"
+# The query of an example and of the test query (LOFT's QUERY_FORMAT_SIMPLE_REVERSE). Field: query.
+CIC_QUERY = {
+    "retrieval": (
+        "Which documents can help answer the query? Print out the TITLE and ID of each document. Then format the "
+        "IDs into a list.\nIf there is no perfect answer output the closest one. Do not give an empty final "
+        "answer.\nquery: {query}\nThe following documents can help answer the query:"
+    ),
+    "qa": (
+        "Based on the documents above, can you answer the following query? Print out the TITLE and ID of the "
+        "documents you use to answer. Then format the answers into a list.\nquery: {query}"
+    ),
+}
+CIC_EXAMPLE_SEPARATOR = "====== Example {number} ======\n"  # before an example's query. Field: number (from 1)
+CIC_TEST_SEPARATOR = "====== Now let's start! ======\n"  # before the test query
+CIC_NEEDED_DOCUMENT = "TITLE: {title} | ID: {id}"  # an example's reasoning: one line per gold document
+CIC_FINAL_ANSWER = "Final Answer: {answer}"  # an example's answer: a Python-style list of strings
+# The query of a generated example (for a corpus without labelled questions; memorag's own, not LOFT's):
+# the words that follow a quoted piece of a document. Fields: lead (and other_lead, over two documents).
 CIC_EXAMPLE_ONE = {
     "en": 'What words follow "{lead}" in the corpus?',
     "zh": "文档集中“{lead}”后面是什么？",
@@ -276,23 +287,6 @@ CIC_EXAMPLE_ONE = {
 CIC_EXAMPLE_TWO = {
     "en": 'What words follow "{lead}", and what words follow "{other_lead}"?',
     "zh": "“{lead}”后面是什么？“{other_lead}”后面又是什么？",
-}
-# The short chain of thought before an example's final answer: this line, then one
-# CIC_NEEDED_DOCUMENT line per document (fields: id, title), then CIC_FINAL_ANSWER (field: answer).
-CIC_EXAMPLE_REASONING = {
-    "en": "Documents needed:",
-    "zh": "所需文档：",
-}
-CIC_NEEDED_DOCUMENT = {"en": "ID: {id} | TITLE: {title}"}
-CIC_FINAL_ANSWER = {"en": "Final Answer: {answer}"}
-CIC_QUERY_INTRO = {
-    "en": "Now the query to answer, in the same way as the examples.",
-    "zh": "现在请用与示例相同的方式回答下面的查询。",
-}
-# The query, last (also the query line of each example). Field: query.
-CIC_QUERY = {
-    "en": "Query: {query}\n",
-    "zh": "查询：{query}\n",
 }
 
 # -- the `hyde` mode (memorag/modes/hyde.py): a hypothetical answer passage that retrieves beside
@@ -334,6 +328,74 @@ ACKNOWLEDGEMENTS = {
     ),
     "zh": ("我已经读过", "我已阅读", "好的", "当然", "以下是", "根据文本", "请提供", "抱歉"),
 }
+
+# ==============================================================================================
+# Benchmarks' own answer prompts (memorag/answer_forms.py picks and fills them). Reproduced exactly,
+# whitespace and typos included, so that scores are comparable with the benchmarks' own runs.
+# ==============================================================================================
+
+# LongBench (THUDM/LongBench, config/dataset2prompt.json): one template per dataset. Fields:
+# context (the text, here the passages the generator is given) and input (the question).
+LONGBENCH_PROMPTS: dict[str, str] = {
+    'narrativeqa': 'You are given a story, which can be either a novel or a movie script, and a question. Answer the question as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n\nStory: {context}\n\nNow, answer the question based on the story as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n\nQuestion: {input}\n\nAnswer:',
+    'qasper': 'You are given a scientific article and a question. Answer the question as concisely as you can, using a single phrase or sentence if possible. If the question cannot be answered based on the information in the article, write "unanswerable". If the question is a yes/no question, answer "yes", "no", or "unanswerable". Do not provide any explanation.\n\nArticle: {context}\n\n Answer the question based on the above article as concisely as you can, using a single phrase or sentence if possible. If the question cannot be answered based on the information in the article, write "unanswerable". If the question is a yes/no question, answer "yes", "no", or "unanswerable". Do not provide any explanation.\n\nQuestion: {input}\n\nAnswer:',
+    'multifieldqa_en': 'Read the following text and answer briefly.\n\n{context}\n\nNow, answer the following question based on the above text, only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:',
+    'multifieldqa_zh': '阅读以下文字并用中文简短回答：\n\n{context}\n\n现在请基于上面的文章回答下面的问题，只告诉我答案，不要输出任何其他字词。\n\n问题：{input}\n回答：',
+    'hotpotqa': 'Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question based on the given passages. Only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:',
+    '2wikimqa': 'Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question based on the given passages. Only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:',
+    'musique': 'Answer the question based on the given passages. Only give me the answer and do not output any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question based on the given passages. Only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:',
+    'dureader': '请基于给定的文章回答下述问题。\n\n文章：{context}\n\n请基于上述文章回答下面的问题。\n\n问题：{input}\n回答：',
+    'gov_report': 'You are given a report by a government agency. Write a one-page summary of the report.\n\nReport:\n{context}\n\nNow, write a one-page summary of the report.\n\nSummary:',
+    'qmsum': 'You are given a meeting transcript and a query containing a question or instruction. Answer the query in one or more sentences.\n\nTranscript:\n{context}\n\nNow, answer the query based on the above meeting transcript in one or more sentences.\n\nQuery: {input}\nAnswer:',
+    'multi_news': 'You are given several news passages. Write a one-page summary of all news. \n\nNews:\n{context}\n\nNow, write a one-page summary of all the news.\n\nSummary:',
+    'vcsum': '下面有一段会议记录，请你阅读后，写一段总结，总结会议的内容。\n会议记录：\n{context}\n\n会议总结：',
+    'trec': 'Please determine the type of the question below. Here are some examples of questions.\n\n{context}\n{input}',
+    'triviaqa': 'Answer the question based on the given passage. Only give me the answer and do not output any other words. The following are some examples.\n\n{context}\n\n{input}',
+    'samsum': 'Summarize the dialogue into a few short sentences. The following are some examples.\n\n{context}\n\n{input}',
+    'lsht': '请判断给定新闻的类别，下面是一些例子。\n\n{context}\n{input}',
+    'passage_count': 'There are some paragraphs below sourced from Wikipedia. Some of them may be duplicates. Please carefully read these paragraphs and determine how many unique paragraphs there are after removing duplicates. In other words, how many non-repeating paragraphs are there in total?\n\n{context}\n\nPlease enter the final count of unique paragraphs after removing duplicates. The output format should only contain the number, such as 1, 2, 3, and so on.\n\nThe final answer is: ',
+    'passage_retrieval_en': 'Here are 30 paragraphs from Wikipedia, along with an abstract. Please determine which paragraph the abstract is from.\n\n{context}\n\nThe following is an abstract.\n\n{input}\n\nPlease enter the number of the paragraph that the abstract is from. The answer format must be like "Paragraph 1", "Paragraph 2", etc.\n\nThe answer is: ',
+    'passage_retrieval_zh': '以下是若干段落文字，以及其中一个段落的摘要。请确定给定的摘要出自哪一段。\n\n{context}\n\n下面是一个摘要\n\n{input}\n\n请输入摘要所属段落的编号。答案格式必须是"段落1"，"段落2"等格式\n\n答案是：',
+    'lcc': 'Please complete the code given below. \n{context}Next line of code:\n',
+    'repobench-p': 'Please complete the code given below. \n{context}{input}Next line of code:\n',
+}
+
+# RULER (NVIDIA/RULER, scripts/data/synthetic/constants.py; the same file ships in the package
+# nvidia-long-context-eval as long_context_eval/data/synthetic/constants.py): per task a template and
+# an answer prefix, which RULER appends to the prompt (scripts/data/prepare.py). Fields: context, query,
+# type_needle_v (niah), num_v (variable_tracking).
+RULER_PROMPTS: dict[str, tuple[str, str]] = {
+    "niah": (
+        "Some special magic {type_needle_v} are hidden within the following text. Make sure to memorize it. "
+        "I will quiz you about the {type_needle_v} afterwards.\n{context}\nWhat are all the special magic "
+        "{type_needle_v} for {query} mentioned in the provided text?",
+        " The special magic {type_needle_v} for {query} mentioned in the provided text are",
+    ),
+    "variable_tracking": (
+        "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
+        "Question: Find all variables that are assigned the value {query} in the text above.",
+        " Answer: According to the chain(s) of variable assignment in the text above, {num_v} variables are "
+        "assgined the value {query}, they are: ",
+    ),
+    "common_words_extraction": (
+        "Below is a numbered list of words. In these words, some appear more often than others. Memorize the "
+        "ones that appear most often.\n{context}\nQuestion: What are the 10 most common words in the above list?",
+        " Answer: The top 10 words that appear most often in the list are:",
+    ),
+    "freq_words_extraction": (
+        "Read the following coded text and track the frequency of each coded word. Find the three most "
+        "frequently appeared coded words. {context}\nQuestion: Do not provide any explanation. Please ignore "
+        "the dots '....'. What are the three most frequently appeared words in the above coded text?",
+        " Answer: According to the coded text above, the three most frequently appeared words are:",
+    ),
+    "qa": (
+        "Answer the question based on the given documents. Only give me the answer and do not output any other "
+        "words.\n\nThe following are given documents.\n\n{context}\n\nAnswer the question based on the "
+        "given documents. Only give me the answer and do not output any other words.\n\nQuestion: {query}",
+        " Answer:",
+    ),
+}
+
 
 LANGUAGES = ("en", "zh")
 

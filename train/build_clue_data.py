@@ -4,7 +4,11 @@
     python train/build_clue_data.py --input qa_rows.jsonl --output data/clues.jsonl \\
         --base-url https://api.openai.com/v1 --model gpt-4o-mini --workers 8
 
-Input rows: {"context": ..., "question": ..., "answer": ... [, "id": ...]}. The output is
+    python train/build_clue_data.py --hotpotqa-train 2000 --length 4096 --output data/hotpot-clues.jsonl ...
+
+Input rows: {"context": ..., "question": ..., "answer": ... [, "id": ...]}, or with
+--hotpotqa-train N, N HotpotQA questions from the training rows (dev rows below 5,000; the
+rows from 5,000 on only evaluate, and a row that is one of them is refused). The output is
 the JSONL format of train/sft.py (memorag/data/sft.py); filtering rules and prompts are
 in memorag/data/clue_builder.py and memorag/prompts.py.
 """
@@ -16,13 +20,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from memorag.data.clue_builder import ClueFilter, build_clue_data, read_rows  # noqa: E402
+from memorag.data.clue_builder import (  # noqa: E402
+    ClueFilter,
+    build_clue_data,
+    hotpotqa_training_rows,
+    read_rows,
+)
 from memorag.generation import OpenAIGenerator  # noqa: E402
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--input", required=True, help="JSONL rows with context, question, answer")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", help="JSONL rows with context, question, answer")
+    source.add_argument("--hotpotqa-train", type=int, metavar="N",
+                        help="N HotpotQA questions from the training rows (dev rows < 5,000)")
+    parser.add_argument("--length", type=int, default=4096,
+                        help="--hotpotqa-train: context length in words x 1.3 (gold paragraphs among distractors)")
     parser.add_argument("--output", required=True, help="the SFT JSONL to write (atomically)")
     parser.add_argument("--base-url", required=True, help="OpenAI-compatible API root, e.g. http://localhost:8000/v1")
     parser.add_argument("--model", required=True, help="model name sent to the endpoint")
@@ -42,7 +56,8 @@ def main(argv=None) -> int:
     generator = OpenAIGenerator(args.base_url, args.model, api_key_env=args.api_key_env, timeout=args.timeout,
                                 max_retries=args.max_retries, backoff=args.backoff)
     rules = ClueFilter(max_clues=args.max_clues, max_clue_words=args.max_clue_words, min_grounding=args.min_grounding)
-    stats = build_clue_data(read_rows(args.input), args.output, generator, rules, workers=args.workers,
+    rows = read_rows(args.input) if args.input else hotpotqa_training_rows(args.hotpotqa_train, args.length)
+    stats = build_clue_data(rows, args.output, generator, rules, workers=args.workers,
                             max_context_chars=args.max_context_chars, max_reply_tokens=args.max_tokens)
     print(json.dumps(stats, indent=1))
     return 0 if stats.get("kept") else 1

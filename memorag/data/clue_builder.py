@@ -14,6 +14,12 @@ answer. The reply is split into clues and filtered:
   occur in the context, or `min_grounding` of its word trigrams must;
 - a row left with no clue is dropped.
 
+Held-out protocol: a row whose `id` or `question` is a held-out HotpotQA question (rows
+5,000 and above of the package's dev file; `eval_sets.HOTPOTQA_TRAIN_ROWS`) is refused with
+an error, so evaluation questions never become training data. `hotpotqa_training_rows`
+makes rows from the training rows below 5,000 (their contexts padded with distractors of
+the same rows). Without the data package the check cannot run, and a warning says so.
+
 Kept rows become SFT samples (`memorag.data.sft`): `{"context", "instruction",
 "target", "task": "clues", "id", "question", "answer"}`, the target being the clues,
 one per line. The output JSONL is written atomically (a temporary file renamed at the
@@ -26,11 +32,12 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +45,8 @@ from typing import Any
 
 from memorag.generation import Generator, GeneratorError
 from memorag.prompts import CLUE_BUILDER_PROMPT, CLUE_BUILDER_SYSTEM, CLUE_INSTRUCTION
+
+logger = logging.getLogger(__name__)
 
 _LABEL = re.compile(r"^(question|answer|text|context|clues?|rules?)\s*:", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\(?\d{1,2}[.):])\s*")
@@ -115,6 +124,44 @@ def extract_clues(reply: str, context: Context, question: str, rules: ClueFilter
     return clues, dropped
 
 
+class HeldOutRowError(ValueError):
+    """A row that is a held-out HotpotQA evaluation question."""
+
+
+def held_out_guard() -> Callable[[dict[str, Any]], None]:
+    """A check that raises `HeldOutRowError` for a held-out HotpotQA row (a no-op, with a warning,
+    when the HotpotQA data package is not installed)."""
+    from memorag.data import eval_sets
+
+    try:
+        held = eval_sets.hotpotqa_held_out()
+    except eval_sets.MissingDataPackageError:
+        logger.warning("the HotpotQA data package is not installed, so rows cannot be checked against the "
+                       "held-out HotpotQA questions (rows >= %d); %s", eval_sets.HOTPOTQA_TRAIN_ROWS,
+                       eval_sets.LONG_CONTEXT_EVAL_INSTALL)
+        return lambda row: None
+
+    def check(row: dict[str, Any]) -> None:
+        for key in ("id", "question"):
+            if key in row and str(row[key]) in held:
+                raise HeldOutRowError(
+                    f"row {key}={str(row[key])[:80]!r} is a held-out HotpotQA question (dev rows >= "
+                    f"{eval_sets.HOTPOTQA_TRAIN_ROWS} only evaluate); build training data from rows below it "
+                    "(hotpotqa_training_rows, or --hotpotqa-train)")
+
+    return check
+
+
+def hotpotqa_training_rows(num_rows: int, target_tokens: int | None = 4096, *, seed: int = 0,
+                           tokenizer: Any = None) -> list[dict[str, Any]]:
+    """`{"id", "context", "question", "answer"}` rows from HotpotQA's training rows (below 5,000):
+    each question's gold paragraphs among distractors of the same rows, up to `target_tokens`."""
+    from memorag.data.eval_sets import hotpotqa_long_context
+
+    examples = hotpotqa_long_context(num_rows, target_tokens, seed=seed, tokenizer=tokenizer, split="train")
+    return [{"id": e.id, "context": e.context, "question": e.question, "answer": e.answers[0]} for e in examples]
+
+
 def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -179,6 +226,8 @@ def build_clue_data(rows: Iterable[dict[str, Any]], output: str | Path, generato
     target = Path(output)
     target.parent.mkdir(parents=True, exist_ok=True)
     stats: Counter = Counter()
+    guard = held_out_guard()
+    rows = (guard(row) or row for row in rows)
     build = functools.partial(build_sample, generator=generator, rules=rules, max_context_chars=max_context_chars,
                               language=language, max_reply_tokens=max_reply_tokens)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")

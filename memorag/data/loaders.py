@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from memorag.data.eval_sets import CorpusTask, EvalDataError, EvalExample, read_jsonl_records
+from memorag.prompts import LONGBENCH_PROMPTS
 from memorag.retrieval.chunking import Document
 
 LONGBENCH_METRICS: dict[str, str] = {
@@ -193,6 +194,8 @@ def load_longbench(path: str | os.PathLike[str], *, metric: str | None = None) -
         }
         if is_e and length is not None:
             meta["length_bucket"] = longbench_length_bucket(length)
+        if base in LONGBENCH_PROMPTS:  # the generator gets LongBench's own template for the dataset
+            meta["answer_prompt"] = {"name": f"longbench:{base}"}
         examples.append(
             EvalExample(
                 id=str(example_id if example_id is not None else f"{stem}-{len(examples)}"),
@@ -432,6 +435,20 @@ def load_loft(
             "size": size,
         },
     )
+
+
+def loft_few_shot(directory: str | os.PathLike[str], *, task_type: str | None = None) -> list[Any]:
+    """LOFT's own few-shot examples of a dataset folder (``few_shot_queries.jsonl``) for the cic mode:
+    each query with its gold passages from the folder's corpus and its answers. None in the folder: []."""
+    from memorag.pipeline.types import FewShotExample  # the pipeline's type; imported late (no cycle)
+
+    if not (Path(directory) / "few_shot_queries.jsonl").is_file():
+        return []
+    task = load_loft(directory, "few_shot", task_type=task_type)
+    by_id = {document.id: document for document in task.documents}
+    return [FewShotExample(example.question, tuple(by_id[pid] for pid in example.meta["gold_doc_ids"]),
+                           tuple(example.answers))
+            for example in task.examples if example.meta["gold_doc_ids"]]
 
 
 # ---------------------------------------------------------------------------

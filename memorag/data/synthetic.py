@@ -374,6 +374,8 @@ def _niah(
         question = f"What are all the special magic {noun}s for {listed} mentioned in the text above?"
     gold = _insert_evidence(inserts, composed.spans)
     distractors = _insert_evidence(inserts, composed.spans, gold=False)
+    # RULER's own prompt (memorag/answer_forms.py): its query joins the keys as RULER's niah.py does
+    ruler_query = ", ".join(query_keys[:-1]) + ", and " + query_keys[-1] if len(query_keys) > 1 else query_keys[0]
     return _Draft(
         question=question,
         answers=answers,
@@ -383,6 +385,9 @@ def _niah(
         meta={
             "distractor_spans": [[d["start"], d["end"]] for d in distractors],
             "depths": [i.depth for i in inserts],
+            "answer_prompt": {"name": "ruler:niah", "fields": {
+                "type_needle_v": value_type, "query": ruler_query,
+                "single": "true" if num_queries * num_values == 1 else "false"}},
         },
     )
 
@@ -511,7 +516,9 @@ def variable_tracking(
         context=composed.context,
         gold=_insert_evidence(inserts, composed.spans),
         length=composed.length,
-        meta={"value": values[0], "chains": chains},
+        meta={"value": values[0], "chains": chains,
+              "answer_prompt": {"name": "ruler:variable_tracking",
+                                "fields": {"query": values[0], "num_v": str(len(chains[0]))}}},
     )
 
 
@@ -569,7 +576,9 @@ def common_words(
         context=context,
         gold=evidence,
         length=length,
-        meta={"common_freq": common_freq, "rare_freq": rare_freq},
+        meta={"common_freq": common_freq, "rare_freq": rare_freq,
+              # RULER's prompt asks for the 10 most common words
+              **({"answer_prompt": {"name": "ruler:common_words_extraction"}} if num_common == 10 else {})},
         uses_filler=False,
     )
 
@@ -627,7 +636,9 @@ def frequent_words(
             for rank, (code, count) in enumerate(ranked[:num_answers])
         ],
         length=length,
-        meta={"alpha": alpha, "top_counts": [count for _, count in ranked[: num_answers + 1]]},
+        meta={"alpha": alpha, "top_counts": [count for _, count in ranked[: num_answers + 1]],
+              # RULER's prompt asks for the three most frequent words
+              **({"answer_prompt": {"name": "ruler:freq_words_extraction"}} if num_answers == 3 else {})},
         uses_filler=False,
     )
 

@@ -7,8 +7,10 @@ same k, ranks chunks three ways:
 
 - ``query``: the question alone (standard RAG);
 - ``clues``: the clues alone, their rankings fused;
-- ``query+clues``: the question and the clues fused, the question weighted by
-  ``query_weight`` (what the ``memorag`` mode retrieves with).
+- ``query+clues``: the question and the clues together, combined as the ``memorag``
+  mode combines them (``memorag_evidence``): the union of each one's top
+  ``memorag_hits``, round-robin by rank (the default), or fused with the question
+  weighted by ``query_weight``.
 
 Recall of gold evidence in the top k of each ranking is computed as the harness
 defines it (``memorag.evaluation.recall``). One JSON line per example (clues,
@@ -81,11 +83,15 @@ def _spans(rag: MemoRAG, hits) -> list[tuple[recall_lib.Span, float]]:
 
 
 def _rankings(rag: MemoRAG, question: str, clues: list[str], k: int) -> dict[str, list]:
-    weight = rag.config.query_weight
+    config = rag.config
+    if config.memorag_evidence == "union":
+        combined = rag.retrieve([question, *clues], k=config.memorag_hits, union=True)[0][:k]
+    else:
+        combined = rag.retrieve([question, *clues], [config.query_weight] + [1.0] * len(clues), k=k)[0][:k]
     return {
         "query": rag.retrieve([question], k=k)[0][:k],
         "clues": rag.retrieve(clues, k=k)[0][:k] if clues else [],
-        "query+clues": rag.retrieve([question, *clues], [weight] + [1.0] * len(clues), k=k)[0][:k],
+        "query+clues": combined,
     }
 
 

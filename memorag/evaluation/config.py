@@ -91,10 +91,26 @@ class EvalConfig:
     recall_k: list[int] = field(default_factory=lambda: [1, 3])  # recall@k of gold evidence (and over all)
     span_coverage: float = 1.0  # share of a gold span's characters the evidence must cover
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    # the generator's answer prompt: "benchmark" (each example's own benchmark form: LongBench's template
+    # for HotpotQA, RULER's for its tasks and SQuAD, RULER's qa template where a task names none), or
+    # "sentence" (the interactive prompt); see memorag/answer_forms.py
+    answer_prompts: Literal["benchmark", "sentence"] = "benchmark"
+    # a second reader: shorthand for pipeline.generator / pipeline.generator_model, e.g.
+    # generator=http://host:8000/v1 generator_model=NAME (an OpenAI-compatible endpoint for every mode)
+    generator: str | None = None
+    generator_model: str | None = None
     plots: bool = True  # PNG plots (needs matplotlib)
     progress: bool = True  # progress bars on stderr
 
     def __post_init__(self) -> None:
+        for name in ("generator", "generator_model"):
+            value, inner = getattr(self, name), getattr(self.pipeline, name)
+            if value is not None and inner is not None and value != inner:
+                raise ConfigError(f"{name}={value!r} and pipeline.{name}={inner!r} disagree; set one of them")
+            if value is not None:
+                setattr(self.pipeline, name, value)
+        if self.answer_prompts not in ("benchmark", "sentence"):
+            raise ConfigError(f"answer_prompts={self.answer_prompts!r}; choose benchmark or sentence")
         if not self.modes:
             raise ConfigError("modes is empty; name at least one mode (e.g. modes=[rag,memorag])")
         if len(set(self.modes)) != len(self.modes):

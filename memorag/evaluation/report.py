@@ -46,14 +46,16 @@ def _stages(cells: Sequence[dict[str, Any]]) -> list[str]:
 
 def quality_table(cells: Sequence[dict[str, Any]], ks: Sequence[int]) -> str:
     columns = ["task", "length", "mode", "n", "context tokens", "metric", "score", "recall@all",
-               *[f"recall@{k}" for k in ks], "doc recall@all", "generator tokens"]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * 3 + "---:|" * 2 + "---|" + "---:|" * (len(columns) - 6)]
+               *[f"recall@{k}" for k in ks], "doc recall@all", "generator tokens", "evidence order", "answer prompt"]
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "---|" * 3 + "---:|" * 2 + "---|" + "---:|" * (len(columns) - 8) + "---|" * 2]
     for cell in cells:
         task = cell["task"] + (" *" if cell["proxy"] else "")
         row = [task, _length(cell["length"]), cell["mode"], str(cell["n"]), _fmt(cell["context_tokens"], 0),
                cell["metric"], _fmt(cell["score"], 2),
                _fmt(cell["recall@all"]), *[_fmt(cell[f"recall@{k}"]) for k in ks], _fmt(cell["doc_recall@all"]),
-               _fmt(cell["generator_tokens"], 0)]
+               _fmt(cell["generator_tokens"], 0), cell.get("evidence_order", "n/a").replace("None", "n/a"),
+               cell.get("answer_prompt", "n/a")]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

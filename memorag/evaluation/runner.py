@@ -29,8 +29,10 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from memorag import prompts
+from memorag.answer_forms import AnswerForm, AnswerFormError, as_answer_form
 from memorag.config import save_config
-from memorag.data.eval_sets import CorpusTask, EvalExample, count_tokens
+from memorag.data.eval_sets import CorpusTask, EvalExample, count_tokens, hotpotqa_few_shot
+from memorag.data.loaders import loft_few_shot
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation import scoring
 from memorag.evaluation.config import (
@@ -43,11 +45,12 @@ from memorag.evaluation.config import (
 )
 from memorag.evaluation.measure import MeteredGenerator, PeakMemory
 from memorag.evaluation.sources import BuildRequest, build_task_data
-from memorag.evaluation.store import CONFIG_FILE, CellKey, ResultStore
+from memorag.evaluation.store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.summary import summarize_cell
 from memorag.generation import Generator
+from memorag.io import atomic_write_text
 from memorag.modes import get_mode
-from memorag.pipeline import MemoRAG, PipelineConfig
+from memorag.pipeline import FewShotExample, MemoRAG, PipelineConfig
 from memorag.retrieval.chunking import Document
 
 logger = logging.getLogger(__name__)
@@ -162,6 +165,7 @@ class EvalRunner:
             injected = {"memory_model": getattr(self._models.memory_model, "name", None),
                         "embedder": self._models.embedder_name, "generator": self._models.generator.name}
         payload = {"format": FORMAT_VERSION, "pipeline": resolved_pipeline(cfg), "models": injected,
+                   "answer_prompts": cfg.answer_prompts,
                    "mode": label, "pipeline_task": mode_task(label, task.kind), "task": task_identity(task),
                    "seed": cfg.seed, "length_unit": cfg.length_unit, "tokens_per_word": cfg.tokens_per_word,
                    "recall_k": sorted(cfg.recall_k), "span_coverage": cfg.span_coverage}
@@ -171,6 +175,8 @@ class EvalRunner:
     def run(self) -> list[dict[str, Any]]:
         """Run every pending cell; returns the summaries of this configuration's cells."""
         save_config(self.config, Path(self.config.out_dir) / CONFIG_FILE)
+        atomic_write_text(Path(self.config.out_dir) / PROMPTS_FILE, json.dumps(prompt_tables(), indent=1,
+                                                                               ensure_ascii=False) + "\n")
         wanted: list[CellKey] = []
         for task in self.config.tasks:
             for length in self.config.task_lengths(task):
@@ -203,6 +209,7 @@ class EvalRunner:
         except scoring.MetricError as error:
             raise EvalError(f"task {task.name!r}: {error}") from error
         groups = group_examples(data, f"{task.name}@{length}", task.memorize)
+        few_shot = self.few_shot(task) if any(parse_mode(label)[0] == "cic" for label in pending) else []
         todo = {example.id: [label for label in pending if not self.store.has((label, task.name, length), example.id)]
                 for example in examples}
         with tqdm(total=sum(map(len, todo.values())), desc=f"{task.name} @ {length}", unit="answer",
@@ -213,6 +220,7 @@ class EvalRunner:
                 if not labels:
                     continue
                 rag, prepare = self.prepare(group, labels)
+                rag.few_shot = few_shot
                 for example in group.examples:
                     for label in todo[example.id]:
                         self.store.add(self.ask(rag, label, task, length, example, group, prepare,
@@ -238,6 +246,17 @@ class EvalRunner:
         except (ValueError, FileNotFoundError) as error:
             raise EvalError(f"task {task.name!r} at length {length}: {error}") from error
 
+    def few_shot(self, task: TaskSpec) -> list[FewShotExample]:
+        """The task's labelled questions for the cic mode's examples, as LOFT builds them: HotpotQA
+        training rows (below 5,000) for the HotpotQA sources, a LOFT folder's own few-shot queries;
+        none for other sources (the mode then generates examples from the corpus)."""
+        count = self.config.pipeline.cic_examples
+        if task.source in ("hotpotqa", "hotpotqa_corpus"):
+            return hotpotqa_few_shot(count, seed=self.config.seed, path=task.options.get("path"))
+        if task.source == "loft":
+            return loft_few_shot(task.path, task_type=task.options.get("task_type"))[:count]
+        return []
+
     def prepare(self, group: ContextGroup, labels: list[str]) -> tuple[MemoRAG, dict[str, Any]]:
         """Memorize a group once: chunks and index always, the memory when a mode needs it."""
         rag = self.new_pipeline()
@@ -259,16 +278,34 @@ class EvalRunner:
         language = "en" if self.config.pipeline.language == "auto" else self.config.pipeline.language
         return prompts.fill(prompts.DEFAULT_SUMMARY_REQUEST, language)
 
+    def answer_form(self, example: EvalExample) -> AnswerForm:
+        """The generator's answer prompt for `example`: its benchmark's own (``meta["answer_prompt"]``,
+        else RULER's qa template), or the sentence prompt when `answer_prompts` says so."""
+        if self.config.answer_prompts == "sentence":
+            return AnswerForm()
+        try:
+            return as_answer_form(example.meta.get("answer_prompt") or {"name": "ruler:qa"})
+        except AnswerFormError as error:
+            raise EvalError(f"example {example.id} of task {example.task}: {error}") from error
+
+    @staticmethod
+    def used_answer_prompt(name: str, pipeline_task: str) -> bool:
+        """Whether mode `name` answered `pipeline_task` with the pipeline's answer prompt."""
+        mode = get_mode(name)
+        return (mode.uses_answer_prompt and pipeline_task != "summarize"
+                and pipeline_task not in mode.tasks_without_evidence)
+
     def ask(self, rag: MemoRAG, label: str, task: TaskSpec, length: int | None, example: EvalExample,
             group: ContextGroup, prepare: dict[str, Any], fingerprint: str) -> dict[str, Any]:
         """Ask one question in one mode and make its record."""
         name, _ = parse_mode(label)
         pipeline_task = mode_task(label, task.kind)
+        form = self.answer_form(example)
         self.meter.take()
         ask: dict[str, float] = {}
         try:
             with self.peak.stage(ask, "ask"):
-                answer = rag.ask(self.query(example, task.kind), task=pipeline_task, mode=name)
+                answer = rag.ask(self.query(example, task.kind), task=pipeline_task, mode=name, answer_form=form)
         except Exception as error:
             error.add_note(f"while asking example {example.id} of task {task.name!r} (length {length}) "
                            f"in mode {label!r}; finished examples are kept, rerun to resume")
@@ -287,12 +324,24 @@ class EvalRunner:
             "question": example.question, "answers": example.answers, "prediction": answer.answer,
             "metric": example.metric, "score": scoring.score(answer.answer, example), "recall": recall,
             "evidence": [[e.doc_id, e.start_char, e.end_char, e.score] for e in answer.evidence],
-            "clues": answer.clues, "warnings": answer.warnings, "generator": answer.generator,
+            "evidence_ids": [e.chunk_id for e in answer.evidence],  # NO_CHUNK (-1): whole documents or cut text
+            "evidence_order": rag.mode(name).evidence_order(pipeline_task),
+            "answer_prompt": form.to_dict() if self.used_answer_prompt(name, pipeline_task) else None,
+            "source_row": example.meta.get("row"), "source_split": example.meta.get("split"),
+            "few_shot": (("labelled" if rag.few_shot else "generated") if name == "cic" else None),
+            "clues": answer.clues, "raw_clues": answer.raw_clues, "warnings": answer.warnings,
+            "generator": answer.generator,
             "generator_prompt_tokens": prompt_tokens,
             "timings": answer.timings, "ask": ask, "context_id": group.context_id, "prepare": prepare,
             "needs_memory": get_mode(name).needs_memory, "context_tokens": group.context_tokens,
             "rss_scope": self.peak.scope, "proxy": example.proxy,
         }
+
+
+def prompt_tables() -> dict[str, Any]:
+    """Every prompt of the package (`memorag.prompts`), as the run used them."""
+    return {name: value for name, value in vars(prompts).items()
+            if name.isupper() and isinstance(value, dict | tuple | str) and name != "LANGUAGES"}
 
 
 def run_evaluation(config: EvalConfig, models: Models | None = None, command: str = "") -> tuple[list[dict], Path]:

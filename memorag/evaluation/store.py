@@ -3,6 +3,7 @@
     OUT/examples.jsonl   a record per (mode, task, length, example), appended (and synced) as each is done
     OUT/cells.jsonl      a summary per finished cell (mode, task, length), rewritten atomically
     OUT/config.yaml      the resolved configuration of the latest run
+    OUT/prompts.json     every prompt of the package (memorag.prompts) as that run used them
 
 A run that stops (killed, out of time, a failing example) keeps every record
 written; the next run over the same folder skips finished cells and, inside an
@@ -24,6 +25,7 @@ from memorag.io import atomic_write_text
 EXAMPLES_FILE = "examples.jsonl"
 CELLS_FILE = "cells.jsonl"
 CONFIG_FILE = "config.yaml"
+PROMPTS_FILE = "prompts.json"  # every prompt of the package, as the run used them
 
 CellKey = tuple[str, str, int | None]  # (mode label, task name, context length or None)
 

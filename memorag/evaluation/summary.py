@@ -10,6 +10,9 @@
 - ``index_s`` and ``memory_s``: mean seconds per distinct context to chunk and
   index it, and to build its memory (only for modes that need the memory: a mode
   that does not is not charged for it); ``prepare_s`` adds them up;
+- ``evidence_order`` and ``answer_prompt``: the order the generator read the evidence in
+  ("None": the mode retrieves nothing to order) and the answer prompt it was asked with
+  ("own": the mode's own protocol, e.g. LongRAG's, LOFT's or the memory's);
 - ``peak_rss_mb``: the largest peak RSS of each stage over the cell (``index``,
   ``memory``, ``ask``), and ``peak_cuda_mb`` on a GPU.
 """
@@ -67,6 +70,9 @@ def summarize_cell(records: Sequence[dict[str, Any]], *, fingerprint: str, reque
                        if needs_memory else None),
             "ask": max(record["ask"]["ask_rss_mb"] for record in records),
         },
+        # how the generator was asked: evidence order and answer prompt (one value in a cell, or several joined)
+        "evidence_order": ",".join(sorted({str(r.get("evidence_order")) for r in records})),
+        "answer_prompt": ",".join(sorted({(r.get("answer_prompt") or {}).get("name", "own") for r in records})),
         "rss_scope": first["rss_scope"],
         "proxy": all(record["proxy"] for record in records),
     }

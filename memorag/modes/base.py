@@ -32,6 +32,12 @@ class Mode(ABC):
     needs_memory: ClassVar[bool] = False  # whether `memorize` should build the memory for it
     # tasks answered from no retrieved or given text (e.g. from the memory alone): recall does not apply
     tasks_without_evidence: ClassVar[tuple[str, ...]] = ()
+    # the order this mode gives its retrieved evidence in ("document" or "best-first"), which the
+    # `evidence_order` setting can override; None: the mode retrieves nothing to order (full, cic)
+    own_evidence_order: ClassVar[str | None] = "document"
+    # whether the generator answers with the pipeline's answer prompt (`MemoRAG.answer_form`: the
+    # sentence prompt or a benchmark's); modes with a protocol of their own (longrag, cic) say no
+    uses_answer_prompt: ClassVar[bool] = True
 
     def __init__(self, pipeline: MemoRAG):
         self.pipeline = pipeline
@@ -42,6 +48,14 @@ class Mode(ABC):
     @abstractmethod
     def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
         """Answer `query` for `task`."""
+
+    def evidence_order(self, task: str | None = None) -> str | None:
+        """The order the generator reads this mode's evidence in for `task`: the `evidence_order`
+        setting, or the mode's own; None when it retrieves nothing to order."""
+        if self.own_evidence_order is None or (task is not None and task in self.tasks_without_evidence):
+            return None
+        setting = self.pipeline.config.evidence_order
+        return self.own_evidence_order if setting == "own" else setting
 
     def retrieve_and_answer(
         self,
@@ -56,21 +70,22 @@ class Mode(ABC):
         clues: Sequence[str] = (),
         raw: dict[str, str] | None = None,
         warnings: Sequence[str] = (),
-        best_first: bool = False,
         max_tokens: int | None = None,
         k: int | None = None,
+        union: bool = False,
     ) -> Answer:
         """The read step the retrieval modes share: every query retrieves `k` hits, the lists
-        are fused (`weights`) and fitted to the budget (`max_tokens`), and the generator
-        answers from the evidence, given in document order or, with `best_first`, best first.
-        `clues` (the queries beyond the user's) and `raw` go into the `Answer` as they are."""
+        are fused (`weights`; or with `union` taken round-robin by rank) and fitted to the
+        budget (`max_tokens`), and the generator answers from the evidence, given in
+        `evidence_order()`. `clues` (the queries beyond the user's) and `raw` go into the
+        `Answer` as they are."""
         from memorag.pipeline.types import Answer, timed
 
         rag = self.pipeline
         with timed(timings, "retrieve"):
-            evidence = rag.gather_evidence(queries, weights, task, query, language, max_tokens=max_tokens, k=k)
-            if best_first:
-                evidence = sorted(evidence, key=lambda item: -item.score)  # stable: ties keep document order
+            evidence = rag.gather_evidence(queries, weights, task, query, language, max_tokens=max_tokens, k=k,
+                                           union=union)
+            evidence = rag.order_evidence(evidence, self.evidence_order(task) or "document")
         hooks.evidence(evidence)
         with timed(timings, "generate"):
             text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)

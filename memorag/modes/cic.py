@@ -4,14 +4,19 @@ Tasks: `retrieval` (the reply names the documents that answer the query; `Answer
 is their ids joined with ", ") and `qa` (the reply answers). In both, `Answer.predicted_ids`
 holds the document ids the reply names (retrieval: its final answer; qa: the documents
 it lists before the answer), `Answer.evidence` every document in the prompt (whole, with
-`chunk_id` NO_CHUNK, in corpus order), `Answer.raw_reply` the reply itself, and
+`chunk_id` NO_CHUNK, in prompt order), `Answer.raw_reply` the reply itself, and
 `Answer.warnings` what was cut or could not be read (see `cic_answer.py`).
+
+Few-shot examples (`cic_examples` of them): the task's labelled questions when the caller set
+`MemoRAG.few_shot` (as LOFT: real questions of the same task with their gold documents, which
+join the prompt's corpus when it lacks them), otherwise examples generated from the corpus
+(`cic_prompt.build_examples`).
 
 Window policy: when the prompt does not fit the generator's window (less the answer's
 tokens), documents are kept whole, in corpus order, while they fit; the next one is cut
 at the end (at a word boundary) to the room left, if at least `MIN_CUT_TOKENS` are left
 (a corpus of one long document, like a per-question context, is read up to the window);
-the rest are dropped. The few-shot examples are drawn from the kept documents only, and a
+the rest are dropped. Generated few-shot examples are drawn from the kept documents only, and a
 warning is logged and put in `Answer.warnings`. If not even `MIN_CUT_TOKENS` of the first
 document fit, it is an error. A generator whose window is unknown (an endpoint without
 `generator_window`) is sent the whole corpus.
@@ -41,6 +46,8 @@ class CiCMode(Mode):
     name = "cic"
     tasks = ("retrieval", "qa")
     default_task = "retrieval"
+    own_evidence_order = None  # reads the corpus itself, nothing ranked
+    uses_answer_prompt = False  # LOFT's corpus-in-context prompt
 
     def __init__(self, pipeline):
         super().__init__(pipeline)
@@ -56,17 +63,14 @@ class CiCMode(Mode):
         language = rag.language_of(query)
         timings: dict[str, float] = {}
         warnings: list[str] = []
-        suffix = cic_prompt.query_suffix(query, language)
+        suffix = cic_prompt.query_suffix(query, task)
         with timed(timings, "prompt"):
             count, cut, prefix = self._fit(suffix, task, language, warnings)
         documents = self.documents(count, cut)
-        tokens = self.document_tokens()
-        evidence = [Evidence(NO_CHUNK, document.id, document.title, 0, len(document.text), tokens[number], 0.0, [],
-                             document.text) for number, document in enumerate(documents[:count])]
-        if cut is not None:
-            document = documents[count]
-            evidence.append(Evidence(NO_CHUNK, document.id, document.title, 0, cut, self._tokens(document), 0.0, [],
-                                     document.text))
+        whole = {document.id: tokens for document, tokens in zip(rag.documents[:count], self.document_tokens())}
+        evidence = [Evidence(NO_CHUNK, document.id, document.title, 0, len(document.text),
+                             whole[document.id] if document.id in whole else self._tokens(document), 0.0, [],
+                             document.text) for document in documents]
         hooks.evidence(evidence)
         with timed(timings, "generate"):
             reply = rag.generator.generate_with_prefix(prefix, suffix, max_new_tokens=rag.config.answer_max_new_tokens,
@@ -81,23 +85,33 @@ class CiCMode(Mode):
                       predicted_ids=predicted, warnings=warnings, raw_reply=reply)
 
     def documents(self, count: int, cut: int | None = None) -> list[Document]:
-        """The first `count` documents, and the next one's first `cut` characters when `cut` is set."""
+        """The documents of the prompt: the first `count` of the corpus, the next one's first `cut`
+        characters when `cut` is set, and the few-shot examples' gold documents the corpus lacks
+        (`cic_prompt.place_documents`)."""
         documents = list(self.pipeline.documents[:count])
         if cut is not None:
             document = self.pipeline.documents[count]
             documents.append(dataclasses.replace(document, text=document.text[:cut]))
-        return documents
+        return cic_prompt.place_documents(documents, self._few_shot(), self.pipeline.config.cic_seed)
+
+    def _few_shot(self) -> list:
+        return self.pipeline.few_shot[: self.pipeline.config.cic_examples]
 
     def prefix(self, count: int, task: str, language: str, cut: int | None = None) -> str:
         """The shared part of the prompt over `documents(count, cut)`."""
-        key = (count, cut, task, language)
+        key = (count, cut, task, language, tuple(example.query for example in self._few_shot()))
         if key not in self._prefixes:
             self._prefixes[key] = self._build_prefix(self.documents(count, cut), task, language)
         return self._prefixes[key]
 
     def _build_prefix(self, documents: list[Document], task: str, language: str) -> str:
+        """The prefix over the prompt's `documents`: labelled examples where the task has them (as
+        LOFT), else examples generated from the corpus."""
         config = self.pipeline.config
-        examples = cic_prompt.build_examples(documents, config.cic_examples, config.cic_seed, language)
+        if self.pipeline.few_shot:
+            examples = cic_prompt.labelled_examples(self._few_shot(), documents, config.cic_examples)
+        else:
+            examples = cic_prompt.build_examples(documents, config.cic_examples, config.cic_seed, language)
         return cic_prompt.corpus_prefix(documents, task, language, examples)
 
     def _tokens(self, document: Document) -> int:

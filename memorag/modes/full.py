@@ -31,6 +31,7 @@ class FullMode(Mode):
     name = "full"
     tasks = ("qa", "summarize")
     default_task = "qa"
+    own_evidence_order = None  # reads the corpus itself, nothing ranked
 
     def __init__(self, pipeline):
         super().__init__(pipeline)

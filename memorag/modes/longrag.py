@@ -19,7 +19,8 @@ the cost of the longest prompt.
 The `Answer`: `answer` is the short answer (streamed through `on_text`), `raw_clues`
 holds the long answer under "long_answer", and `evidence` has one entry per document (or
 piece of a document, for a cut unit) given to the reader, in reading order, scored by its
-unit's MaxP score (a cut unit's pieces: their chunk's score). Their `chunk_id` is
+unit's MaxP score (a cut unit's pieces: their chunk's score). Reading order is the units
+best first (LongRAG's), or with `evidence_order=document` every piece in document order. Their `chunk_id` is
 `NO_CHUNK`: the reader reads documents, not the pipeline's chunks; `doc_id`
 and the character offsets name the text.
 """
@@ -61,6 +62,8 @@ class LongRAGMode(Mode):
     name = "longrag"
     tasks = ("qa",)
     default_task = "qa"
+    own_evidence_order = "best-first"  # units by rank, each unit's documents in unit order
+    uses_answer_prompt = False  # LongRAG's two turns, its own prompts
 
     index: UnitIndex | None = None
 
@@ -113,6 +116,8 @@ class LongRAGMode(Mode):
         with timed(timings, "retrieve"):
             ranked, hits = self.index.rank(query)
             evidence = self._select(query, language, ranked, hits)
+            if self.evidence_order(task) == "document":
+                evidence = rag.order_evidence(evidence, "document")
         hooks.evidence(evidence)
         with timed(timings, "generate"):
             long_answer = rag.generator.generate(

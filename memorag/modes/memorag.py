@@ -1,4 +1,13 @@
-"""The `memorag` mode: the memory writes clues, the clues and the query retrieve, the generator answers."""
+"""The `memorag` mode: the memory writes clues, the clues and the query retrieve, the generator answers.
+
+The evidence is built as the reference pipeline builds it (`memorag_evidence="union"`): the
+query and every clue retrieve their own `memorag_hits` (3) chunks, the hits are unioned and
+deduplicated, and when `evidence_tokens` cannot hold them all they are taken round-robin by
+rank (every query's first hit before any second hit), then given in document order. So a
+chunk that one clue alone finds reaches the generator. `memorag_evidence="fusion"` fuses the
+lists instead (each `hits_per_query` long, the query's weighing `query_weight`, each clue's 1),
+where a chunk needs several clues agreeing to displace one of the query's hits.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +39,10 @@ class MemoRAGMode(Mode):
         with timed(timings, "clues"):
             clues, raw = rag.write_clues(query, task, language, show_progress=hooks.show_progress)
         hooks.clues(clues)
-        weights = [rag.config.query_weight] + [1.0] * len(clues)
+        config = rag.config
+        weights = [config.query_weight] + [1.0] * len(clues)
+        union = config.memorag_evidence == "union"
         return self.retrieve_and_answer(query, task, language, hooks, timings, [query, *clues], weights,
-                                        clues=clues, raw=raw)
+                                        clues=clues, raw=raw, union=union,
+                                        k=config.memorag_hits if union else None)
 

@@ -12,7 +12,7 @@ chunks), or uses the rule-based router when `mixpr_router="rules"`. A router rep
 names neither local nor global falls back to the rule-based router, and a warning is
 logged (the stated policy of `MixPRRetriever.route`). The best `mixpr_top_k` chunks, as
 many as fit the pipeline's evidence budget (`evidence_tokens`, capped by the generator's
-window), go to the generator in document order.
+window), go to the generator in document order (or best first, with `evidence_order`).
 
 The `Answer`: `evidence` are MixPR chunks (their `chunk_id` is their node in this mode's
 graph, not one of `pipeline.chunks`); `raw_clues["route"]` is the route taken and
@@ -83,7 +83,7 @@ class MixPRMode(Mode):
                          scores[chunk.id], [0], chunk.text)
                 for chunk in kept
             ]
-            evidence = rag.fit_window(evidence, query, task, language)
+            evidence = rag.order_evidence(rag.fit_window(evidence, query, task, language), self.evidence_order(task))
         hooks.evidence(evidence)
         with timed(timings, "generate"):
             text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)

@@ -1,8 +1,9 @@
 """The `rag` mode: standard retrieval-augmented generation with the query alone.
 
 The evidence (the best chunks within `evidence_tokens`) goes to the generator best
-first, in score order: the usual ("vanilla") RAG of the MemoRAG and DOS-RAG papers.
-The `dos` mode is the same retrieval read in document order, with a larger budget.
+first, in score order: the usual ("vanilla") RAG of the MemoRAG and DOS-RAG papers
+(`evidence_order=document` reads it in document order instead). The `dos` mode is the
+same retrieval read in document order, with a larger budget.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ class RAGMode(Mode):
     name = "rag"
     tasks = ("qa", "summarize")
     default_task = "qa"
+    own_evidence_order = "best-first"
 
     def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
         language = self.pipeline.language_of(query)
-        return self.retrieve_and_answer(query, task, language, hooks, {}, [query], [1.0], best_first=True)
+        return self.retrieve_and_answer(query, task, language, hooks, {}, [query], [1.0])

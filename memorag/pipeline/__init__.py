@@ -22,14 +22,16 @@ text changed is refused: a memory cannot forget, so memorize into a new pipeline
 
 Tasks (`ask(query, task=...)`) in the default `memorag` mode:
 - `memorag`: the memory model writes clues (evidence spans, surrogate questions, a
-  draft answer); the query and every clue retrieve; the hits are fused, fitted to a
-  token budget that fits the generator's window, put back in document order, and the
+  draft answer); the query and every clue retrieve their top `memorag_hits`; the hits
+  are unioned (round-robin by rank, `memorag_evidence="union"`) or fused, fitted to a
+  token budget that fits the generator's window, put in document order, and the
   generator answers from them;
 - `qa`: the memory model answers from its memory alone;
 - `summarize`: the memory model lists key points; the request and each point
   retrieve; the generator summarizes the evidence.
-The query always retrieves too, with a larger fusion weight (`query_weight`), so the
-answer stays grounded even when the clues are poor (e.g. untrained memory weights).
+The query always retrieves too (its first hit comes first in the round-robin; with
+fusion it weighs `query_weight`), so the answer stays grounded even when the clues
+are poor (e.g. untrained memory weights).
 
 Modes are one interface (`memorag.modes.Mode`: `prepare(corpus)`, `answer(query, task,
 hooks)`), registered by name with `@register_mode`; see `Mode` for how to add one.
@@ -64,6 +66,7 @@ from memorag.pipeline.types import (
     DocumentConflictError,
     EmptyCorpusError,
     Evidence,
+    FewShotExample,
     InputError,
     ManifestMismatchError,
     MemorizeReport,
@@ -87,6 +90,7 @@ __all__ = [
     "DocumentConflictError",
     "EmptyCorpusError",
     "Evidence",
+    "FewShotExample",
     "FORMAT",
     "FORMAT_VERSION",
     "IDENTITY_KEYS",

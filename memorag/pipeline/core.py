@@ -13,6 +13,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from memorag import prompts
+from memorag.answer_forms import AnswerForm, as_answer_form
 from memorag.clues import combine_clues, detect_language, parse_clues
 from memorag.config import config_from_dict, config_to_dict
 from memorag.modes.base import Mode, get_mode
@@ -25,6 +26,7 @@ from memorag.pipeline.types import (
     DocumentConflictError,
     EmptyCorpusError,
     Evidence,
+    FewShotExample,
     InputError,
     MemorizeReport,
     PipelineConfig,
@@ -87,6 +89,9 @@ class MemoRAG:
         self._prepared: dict[str, int] = {}
         self._placement: Placement | None = None
         set_threads(self.config.threads)
+        self._answer_form: AnswerForm | None = None  # set by `ask` for one question
+        # labelled questions of the same task for the cic mode's examples (none: it makes its own from the corpus)
+        self.few_shot: list[FewShotExample] = []
 
     # -- models, loaded on first use ------------------------------------------------------------
     @property
@@ -288,15 +293,29 @@ class MemoRAG:
         on_clues: Callable[[list[str]], None] | None = None,
         on_evidence: Callable[[list[Evidence]], None] | None = None,
         show_progress: bool = False,
+        answer_form: AnswerForm | str | None = None,
     ) -> Answer:
         """Answer `query`; `task` defaults to the mode's own (`memorag` for the memorag mode).
-        `show_progress`: a progress bar on stderr while the clues are written."""
+
+        `show_progress`: a progress bar on stderr while the clues are written. `answer_form`
+        is the generator's answer prompt for this question (`memorag.answer_forms`: a
+        benchmark's own, e.g. ``"longbench:hotpotqa"``); default: the `answer_prompt` setting.
+        """
         started = time.perf_counter()
         handler = self._ready(query, task, mode)
         task = task or handler.default_task
-        answer = handler.answer(query.strip(), task, AskHooks(on_text, on_clues, on_evidence, show_progress))
+        self._answer_form = as_answer_form(answer_form if answer_form is not None else self.config.answer_prompt)
+        try:
+            answer = handler.answer(query.strip(), task, AskHooks(on_text, on_clues, on_evidence, show_progress))
+        finally:
+            self._answer_form = None
         answer.timings["total"] = round(time.perf_counter() - started, 4)
         return answer
+
+    @property
+    def answer_form(self) -> AnswerForm:
+        """The answer prompt in use: the one `ask` was given, else the `answer_prompt` setting."""
+        return self._answer_form or as_answer_form(self.config.answer_prompt)
 
     def clues(self, query: str, task: str = "memorag", show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
         """Only the memory model's clues for `query` (key points for `summarize`), and its raw
@@ -365,13 +384,14 @@ class MemoRAG:
         return combine_clues(groups, self.config.max_clues, query), raw
 
     def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,
-                 k: int | None = None) -> tuple[list[Hit], dict[int, list[int]]]:
-        """Every query retrieves `k` hits; the lists are fused (weighted) into one ranking.
+                 k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[int]]]:
+        """Every query retrieves `k` hits; the lists are combined into one ranking: fused
+        (weighted), or with `union` taken round-robin by rank (`hybrid.round_robin`; no weights).
 
-        Returns the fused hits, best first, and for each chunk id the indices of the
+        Returns the combined hits, best first, and for each chunk id the indices of the
         queries that found it.
         """
-        from memorag.retrieval.hybrid import fuse
+        from memorag.retrieval.hybrid import fuse, round_robin
 
         if self.retriever is None:
             raise EmptyCorpusError("nothing is memorized yet")
@@ -383,13 +403,21 @@ class MemoRAG:
                 found_by.setdefault(hit.chunk_id, [])
                 if position not in found_by[hit.chunk_id]:
                     found_by[hit.chunk_id].append(position)
+        if union:
+            return round_robin(results), found_by
         return fuse(results, method=self.config.fusion, weights=list(weights) if weights is not None else None), found_by
 
     def _prompt(self, query: str, task: str, language: str, evidence: Sequence[Evidence]) -> str:
         passages = self.render_passages(evidence, language)
         if task == "summarize":
             return prompts.fill(prompts.GENERATOR_SUMMARY, language, passages=passages, request=query)
-        return prompts.fill(prompts.GENERATOR_ANSWER, language, passages=passages, question=query)
+        return self.answer_form.render(passages, query, language)
+
+    def _system(self, task: str, language: str) -> str | None:
+        """The generator's system prompt: the pipeline's, except under a benchmark's answer form."""
+        if task == "summarize":
+            return prompts.fill(prompts.GENERATOR_SYSTEM, language)
+        return self.answer_form.system(language)
 
     def _max_new_tokens(self, task: str) -> int:
         return self.config.summary_max_new_tokens if task == "summarize" else self.config.answer_max_new_tokens
@@ -400,7 +428,7 @@ class MemoRAG:
         budget = max_tokens or self.config.evidence_tokens
         window = self.generator.context_window
         if window:
-            system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
+            system = self._system(task, language)
             overhead = self.generator.count_tokens(self._prompt(query, task, language, []), system)
             room = window - overhead - self._max_new_tokens(task)
             # chunk sizes are counted with the memory model's tokenizer: leave a margin for another's
@@ -414,12 +442,14 @@ class MemoRAG:
         return budget
 
     def gather_evidence(self, queries: Sequence[str], weights: Sequence[float], task: str, query: str,
-                        language: str, *, max_tokens: int | None = None, k: int | None = None) -> list[Evidence]:
-        """Retrieve `k` hits (default `hits_per_query`) with every query, fuse, keep the best
-        chunks within the budget (`evidence_budget(max_tokens)`), in document order."""
+                        language: str, *, max_tokens: int | None = None, k: int | None = None,
+                        union: bool = False) -> list[Evidence]:
+        """Retrieve `k` hits (default `hits_per_query`) with every query, combine them (`retrieve`:
+        fused, or the round-robin union), keep the best chunks within the budget
+        (`evidence_budget(max_tokens)`), in document order."""
         from memorag.retrieval.hybrid import fit_to_budget
 
-        fused, found_by = self.retrieve(queries, weights, k)
+        fused, found_by = self.retrieve(queries, weights, k, union=union)
         budget = self.evidence_budget(query, task, language, max_tokens)
         scores = {hit.chunk_id: hit.score for hit in fused}
         kept = fit_to_budget(fused, self._chunk_by_id, budget)
@@ -430,13 +460,23 @@ class MemoRAG:
         ]
         return self.fit_window(evidence, query, task, language)
 
+    def order_evidence(self, evidence: Sequence[Evidence], order: str) -> list[Evidence]:
+        """`evidence` in document order (documents as memorized, then by offset) or best first
+        (by score; ties keep their order)."""
+        if order == "best-first":
+            return sorted(evidence, key=lambda item: -item.score)
+        if order != "document":
+            raise PipelineError(f"evidence order {order!r}; choose document or best-first")
+        rank = {document.id: number for number, document in enumerate(self.documents)}
+        return sorted(evidence, key=lambda item: (rank.get(item.doc_id, len(rank)), item.start_char, item.end_char))
+
     def room_left(self, query: str, evidence: Sequence[Evidence], task: str, language: str) -> int | None:
         """Tokens of the generator's window left over by the answer prompt over `evidence` and
         the answer itself (negative: it does not fit); None when the window is unknown."""
         window = self.generator.context_window
         if not window:
             return None
-        system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
+        system = self._system(task, language)
         used = self.generator.count_tokens(self._prompt(query, task, language, evidence), system)
         return window - used - self._max_new_tokens(task)
 
@@ -445,7 +485,7 @@ class MemoRAG:
         window = self.generator.context_window
         if not window:
             return evidence
-        system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
+        system = self._system(task, language)
         limit = window - self._max_new_tokens(task)
         while evidence and self.generator.count_tokens(self._prompt(query, task, language, evidence), system) > limit:
             weakest = min(range(len(evidence)), key=lambda i: evidence[i].score)
@@ -476,7 +516,7 @@ class MemoRAG:
             query = prompts.fill(prompts.DEFAULT_SUMMARY_REQUEST, language)
         return self.generator.generate(
             self._prompt(query, task, language, evidence),
-            system=prompts.fill(prompts.GENERATOR_SYSTEM, language),
+            system=self._system(task, language),
             max_new_tokens=self._max_new_tokens(task),
             on_text=on_text,
         )

