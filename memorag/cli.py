@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     memorize.add_argument("context", nargs="+", metavar="CONTEXT", help="text files (UTF-8 unless --encoding)")
     memorize.add_argument("--out", required=True, metavar="DIR", help="where to save")
     memorize.add_argument("--overwrite", action="store_true", help="replace a memorag save in DIR instead of adding to it")
+    memorize.add_argument("--wait", type=float, default=300.0, metavar="S",
+                          help="seconds to wait while another writer is writing DIR (default: 300)")
     _model_options(memorize, memorizing=True)
 
     ask = commands.add_parser(
@@ -310,23 +312,31 @@ def cmd_memorize(args, console: Console) -> int:
     from memorag.generation import is_endpoint
     from memorag.pipeline import MemoRAG, check_save_target, is_saved_pipeline
 
+    from memorag.locking import save_lock
+
     overrides = _overrides(args)
+    if not args.wait >= 0:
+        raise CliInputError(f"--wait {args.wait}: give the seconds to wait, 0 or more")
     out = Path(args.out)
     check_save_target(out)
     documents = _as_documents(documents)
     _quiet_libraries()
     started = time.perf_counter()
-    if is_saved_pipeline(out) and not args.overwrite:
-        console.info(f"{out} holds a memorag save; adding to it")
-        rag = MemoRAG.load(out, **overrides)
-    else:
-        rag = MemoRAG(**overrides)
-        rag.check_models()
-    if is_endpoint(rag.config.generator):
-        rag.check_generator()
-    report = rag.memorize(documents, show_progress=not console.quiet)
-    if report.added:
-        rag.save(out)
+    # One writer at a time: the lock is taken before the old save is read and released after the
+    # new one is in place, so a concurrent writer's documents are read, not lost.
+    with save_lock(out, args.wait, notify=console.info):
+        check_save_target(out)
+        if is_saved_pipeline(out) and not args.overwrite:
+            console.info(f"{out} holds a memorag save; adding to it")
+            rag = MemoRAG.load(out, **overrides)
+        else:
+            rag = MemoRAG(**overrides)
+            rag.check_models()
+        if is_endpoint(rag.config.generator):
+            rag.check_generator()
+        report = rag.memorize(documents, show_progress=not console.quiet)
+        if report.added:
+            rag.save(out, wait=args.wait)
     seconds = time.perf_counter() - started
     summary = {
         "out": str(out), "added": report.added, "skipped": report.skipped, "num_documents": len(rag.documents),

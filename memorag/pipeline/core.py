@@ -452,12 +452,15 @@ class MemoRAG:
         )
 
     # -- persistence ----------------------------------------------------------------------------
-    def save(self, directory: str | os.PathLike[str]) -> Path:
+    def save(self, directory: str | os.PathLike[str], wait: float = 300.0) -> Path:
         """Write documents, chunks, index, memory and a manifest into `directory`, atomically.
 
-        An existing saved pipeline there is replaced; any other existing content is refused.
+        Holds the save's lock while writing, waiting at most `wait` seconds for another writer
+        (to add to a save without losing another writer's work, hold `memorag.locking.save_lock`
+        from before `MemoRAG.load` until after `save`). An existing saved pipeline there is
+        replaced; any other existing content, or a file in it that the save does not own, is refused.
         """
-        return save_pipeline(self, directory)
+        return save_pipeline(self, directory, wait)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], **kwargs: Any) -> MemoRAG:
