@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _overrides(args: argparse.Namespace) -> dict:
     """Pipeline settings given on the command line (only those given)."""
-    from memorag.config import load_config, parse_override
+    from memorag.config import ConfigError, load_config, parse_override
     from memorag.pipeline import PipelineConfig
 
     items: list[str] = []
@@ -205,8 +205,21 @@ def _overrides(args: argparse.Namespace) -> dict:
         key = parse_override(item)[0].split(".")[0]
         if key not in keys:
             keys.append(key)
-    config = load_config(PipelineConfig, None, items)
+    try:
+        config = load_config(PipelineConfig, None, items)
+    except ConfigError as error:
+        given = [flag for key, flag in _FLAG_OF.items() if str(error).startswith((f"{key}=", f"{key}:"))
+                 and getattr(args, flag.removeprefix("--").replace("-", "_"), None) is not None]
+        if given:
+            raise ConfigError(f"{given[0]}: {error}") from error
+        raise
     return {key: getattr(config, key) for key in keys}
+
+
+# The setting each command-line flag sets, to name the flag when its value is refused.
+_FLAG_OF = {"timeout": "--timeout", "max_retries": "--retries", "chunk_tokens": "--chunk-tokens",
+            "overlap_tokens": "--overlap-tokens", "answer_max_new_tokens": "--max-new-tokens",
+            "evidence_tokens": "--evidence-tokens"}
 
 
 def _split_target(args: argparse.Namespace) -> None:
@@ -384,15 +397,15 @@ def cmd_ask(args, console: Console) -> int:
         for line in _describe_evidence(evidence):
             console.info(line)
         if not console.json:
-            console.info("answer:")
+            console.info(f"answer ({mode.name} mode, from this evidence):")
 
     def on_text(piece):
         streamed.append(piece)
         if not console.json:
             console.answer_piece(piece)
 
-    if task == "qa" and not console.json:
-        console.info("answer (from memory alone):")
+    if task in mode.tasks_without_evidence and not console.json:  # no evidence will come: head the answer now
+        console.info(f"answer ({mode.name} mode, from memory alone):")
     answer = rag.ask(query, task=task, on_text=on_text, on_clues=on_clues, on_evidence=on_evidence)
     if console.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False))

@@ -52,6 +52,13 @@ class OpenAIGenerator(Generator):
     ):
         if not base_url.startswith(("http://", "https://")):
             raise GeneratorError(f"endpoint {base_url!r} must start with http:// or https://")
+        if not 0 < timeout < float("inf"):
+            raise GeneratorError(f"timeout={timeout} must be a finite number of seconds above 0")
+        for name, value in (("backoff", backoff), ("temperature", temperature)):
+            if not 0 <= value < float("inf"):
+                raise GeneratorError(f"{name}={value} must be a finite number, 0 or more")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise GeneratorError(f"max_retries={max_retries!r} must be a whole number, 0 or more")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env

@@ -26,6 +26,7 @@ from memorag.pipeline.types import (
     MemorizeReport,
     PipelineConfig,
     PipelineError,
+    QueryTooLongError,
     UnsupportedTaskError,
     timed,
 )
@@ -270,6 +271,8 @@ class MemoRAG:
         started = time.perf_counter()
         handler = self._ready(query, task, mode)
         task = task or handler.default_task
+        if task not in handler.tasks_without_evidence:  # refuse a query that cannot fit before any work
+            self.check_query_fits(query.strip(), task, self.language_of(query))
         answer = handler.answer(query.strip(), task, AskHooks(on_text, on_clues, on_evidence))
         answer.timings["total"] = round(time.perf_counter() - started, 4)
         return answer
@@ -283,7 +286,11 @@ class MemoRAG:
         return self.write_clues(query.strip(), task, self.language_of(query))
 
     def _ready(self, query: str, task: str | None, mode: str | None) -> Mode:
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str):
+            kind = "None" if query is None else f"a {type(query).__name__}"
+            fix = "; decode it first, e.g. query.decode('utf-8')" if isinstance(query, bytes | bytearray) else ""
+            raise InputError(f"the query is {kind}, not text (str){fix}")
+        if not query.strip():
             raise InputError("the query is empty; ask something")
         handler = self.mode(mode)
         if task is not None and task not in handler.tasks:
@@ -368,20 +375,40 @@ class MemoRAG:
         """Evidence tokens that fit: `max_tokens` (default `evidence_tokens`), capped by what the
         generator's window leaves."""
         budget = max_tokens or self.config.evidence_tokens
+        room = self.check_query_fits(query, task, language)
+        return budget if room is None else min(budget, room)
+
+    def check_query_fits(self, query: str, task: str, language: str) -> int | None:
+        """Evidence tokens the generator's window leaves after the prompt and the answer (None:
+        the window is unknown). Cheap (it counts tokens), so `ask` calls it before any clue or
+        retrieval work; raises `QueryTooLongError` when no evidence would fit."""
         window = self.generator.context_window
-        if window:
-            system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
-            overhead = self.generator.count_tokens(self._prompt(query, task, language, []), system)
-            room = window - overhead - self._max_new_tokens(task)
-            # chunk sizes are counted with the memory model's tokenizer: leave a margin for another's
-            budget = min(budget, int(room * TOKENIZER_MARGIN))
-            if budget < 1:
-                raise PipelineError(
-                    f"the generator's window ({window} tokens) leaves no room for evidence after the prompt "
-                    f"({overhead}) and the answer ({self._max_new_tokens(task)}); shorten the query or lower "
-                    "answer_max_new_tokens"
-                )
-        return budget
+        if not window:
+            return None
+        system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
+        overhead = self.generator.count_tokens(self._prompt(query, task, language, []), system)
+        answer = self._max_new_tokens(task)
+        # chunk sizes are counted with the memory model's tokenizer: leave a margin for another's
+        room = int((window - overhead - answer) * TOKENIZER_MARGIN)
+        if room >= 1:
+            return room
+        need = window - answer - int(1 / TOKENIZER_MARGIN) - 1  # most prompt tokens that leave room
+        excess = overhead - need
+        query_tokens = max(1, self.generator.count_tokens(query))
+        fixes = []
+        if 0 < excess < query_tokens:
+            chars = -(-excess * len(query) // query_tokens)
+            fixes.append(f"shorten the query by at least {excess} tokens (about {chars} characters)")
+        elif excess > 0:
+            fixes.append("use a generator with a larger window (even an empty query would not fit)")
+        fitting_answer = window - overhead - int(1 / TOKENIZER_MARGIN) - 1
+        if fitting_answer >= 1:
+            fixes.append(f"answer in at most {fitting_answer} tokens (--max-new-tokens {fitting_answer}, or "
+                         f"--set {'summary' if task == 'summarize' else 'answer'}_max_new_tokens={fitting_answer})")
+        raise QueryTooLongError(
+            f"the generator's window ({window} tokens) leaves no room for evidence after the prompt ({overhead} "
+            f"tokens, with the query) and the answer ({answer}); {' or '.join(fixes)}"
+        )
 
     def gather_evidence(self, queries: Sequence[str], weights: Sequence[float], task: str, query: str,
                         language: str, *, max_tokens: int | None = None, k: int | None = None) -> list[Evidence]:
