@@ -228,8 +228,7 @@ class MemoRAG:
                     memory = self.memory_model.memorize(self._memory_text(self.documents + new, False),
                                                         show_progress=show_progress)
                 else:
-                    memory = self.memory_model.memorize(self._memory_text(new, True), memory=memory,
-                                                        show_progress=show_progress)
+                    memory = self._extend_memory(memory, new, show_progress)
         with timed(report.timings, "index"):
             retriever = self.retriever if self.retriever is not None else self.new_retriever()
             retriever.add(chunks)
@@ -244,6 +243,17 @@ class MemoRAG:
         report.num_chunks = len(chunks)
         report.memory_tokens = memory.num_tokens if memory is not None else 0
         return report
+
+    def _extend_memory(self, memory, new: list[Document], show_progress: bool | None):
+        from memorag.memory.model import ContextTooLongError
+
+        try:
+            return self.memory_model.memorize(self._memory_text(new, True), memory=memory, show_progress=show_progress)
+        except ContextTooLongError as error:
+            raise ContextTooLongError(
+                f"{error}. The memory already made was read at ratio {memory.ratio}, which cannot change: memorize "
+                "all the texts again, with that option, into a new save or over this one (--overwrite)"
+            ) from error
 
     def ensure_memory(self, show_progress: bool | None = None) -> None:
         """Build the memory of every document now, if `memorize` was told not to."""
@@ -394,17 +404,19 @@ class MemoRAG:
             return room
         need = window - answer - int(1 / TOKENIZER_MARGIN) - 1  # most prompt tokens that leave room
         excess = overhead - need
-        query_tokens = max(1, self.generator.count_tokens(query))
+        # the query's share of the prompt (it may appear more than once)
+        query_tokens = overhead - self.generator.count_tokens(self._prompt("", task, language, []), system)
         fixes = []
         if 0 < excess < query_tokens:
-            chars = -(-excess * len(query) // query_tokens)
+            # characters per token vary: the estimate cuts a little more (10%, at least 4 tokens)
+            chars = min(len(query), -(-(excess + max(4, excess // 10)) * len(query) // query_tokens))
             fixes.append(f"shorten the query by at least {excess} tokens (about {chars} characters)")
         elif excess > 0:
             fixes.append("use a generator with a larger window (even an empty query would not fit)")
         fitting_answer = window - overhead - int(1 / TOKENIZER_MARGIN) - 1
         if fitting_answer >= 1:
-            fixes.append(f"answer in at most {fitting_answer} tokens (--max-new-tokens {fitting_answer}, or "
-                         f"--set {'summary' if task == 'summarize' else 'answer'}_max_new_tokens={fitting_answer})")
+            fixes.append(f"answer in at most {fitting_answer} tokens (`--max-new-tokens {fitting_answer}`, or "
+                         f"`--set {'summary' if task == 'summarize' else 'answer'}_max_new_tokens={fitting_answer}`)")
         raise QueryTooLongError(
             f"the generator's window ({window} tokens) leaves no room for evidence after the prompt ({overhead} "
             f"tokens, with the query) and the answer ({answer}); {' or '.join(fixes)}"
