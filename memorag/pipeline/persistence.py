@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -296,7 +297,8 @@ def check_save_target(directory: Path) -> None:
             raise SaveDirectoryError(
                 f"{directory} is a memorag save but also holds {shown}{more}, which the save does not own; writing "
                 "the save would delete it. Move it out of the save folder (e.g. `mv "
-                f"{directory / foreign[0]} {directory.parent}/`), then run the command again"
+                f"{shlex.quote(str(directory / foreign[0]))} {shlex.quote(str(directory.parent))}/`), then run the "
+                "command again"
             )
 
 
