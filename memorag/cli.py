@@ -323,9 +323,8 @@ def _open_pipeline(args, console: Console, files: list[dict], overrides: dict, n
 def cmd_memorize(args, console: Console) -> int:
     documents = read_contexts(args.context, args.encoding)
     from memorag.generation import is_endpoint
-    from memorag.pipeline import MemoRAG, check_save_target, is_saved_pipeline
-
     from memorag.locking import save_lock
+    from memorag.pipeline import MemoRAG, check_save_target, is_saved_pipeline
 
     overrides = _overrides(args)
     if not args.wait >= 0:

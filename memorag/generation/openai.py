@@ -36,6 +36,10 @@ class _Retryable(Exception):
         self.wait = wait
 
 
+class UnauthorizedError(GeneratorError):
+    """The endpoint refused our API key (HTTP 401 or 403)."""
+
+
 class OpenAIGenerator(Generator):
     def __init__(
         self,
@@ -88,7 +92,7 @@ class OpenAIGenerator(Generator):
             if error.code in RETRY_STATUS:
                 raise _Retryable(f"HTTP {error.code} {detail}", _retry_after(error.headers.get("Retry-After"))) from error
             if error.code in (401, 403):
-                raise GeneratorError(
+                raise UnauthorizedError(
                     f"{self.base_url} refused the request (HTTP {error.code}: {detail}); set the API key in "
                     f"${self.api_key_env} (or choose another variable with --api-key-env)"
                 ) from error
@@ -126,6 +130,8 @@ class OpenAIGenerator(Generator):
             try:
                 with self._open("/models", None, timeout=min(self.timeout, 10.0)) as response:
                     return json.loads(response.read().decode("utf-8"))
+            except UnauthorizedError:
+                raise  # a bad or missing key: say so now, not after the long work
             except GeneratorError:
                 return None  # reachable; some servers have no /models
             except (ValueError, UnicodeDecodeError):

@@ -13,7 +13,13 @@ from memorag import prompts
 from memorag.clues import combine_clues, detect_language, parse_clues
 from memorag.config import config_from_dict, config_to_dict
 from memorag.modes.base import Mode, get_mode
-from memorag.pipeline.helpers import as_documents, document_sha256, label_embedder, split_model_args
+from memorag.pipeline.helpers import (
+    as_documents,
+    describe_type,
+    document_sha256,
+    label_embedder,
+    split_model_args,
+)
 from memorag.pipeline.persistence import load_pipeline, save_pipeline
 from memorag.pipeline.types import (
     Answer,
@@ -25,7 +31,6 @@ from memorag.pipeline.types import (
     InputError,
     MemorizeReport,
     PipelineConfig,
-    PipelineError,
     QueryTooLongError,
     UnsupportedTaskError,
     timed,
@@ -297,7 +302,7 @@ class MemoRAG:
 
     def _ready(self, query: str, task: str | None, mode: str | None) -> Mode:
         if not isinstance(query, str):
-            kind = "None" if query is None else f"a {type(query).__name__}"
+            kind = describe_type(query)
             fix = "; decode it first, e.g. query.decode('utf-8')" if isinstance(query, bytes | bytearray) else ""
             raise InputError(f"the query is {kind}, not text (str){fix}")
         if not query.strip():

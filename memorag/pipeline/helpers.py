@@ -49,7 +49,7 @@ def as_documents(text_or_documents: str | Document | Sequence[str | Document]) -
         items = list(text_or_documents)
     else:
         raise InputError(f"memorize() takes a text, a Document or a list of them, not "
-                         f"{_type_name(text_or_documents)}")
+                         f"{describe_type(text_or_documents)}")
     if not items:
         raise InputError("nothing to memorize: the list of documents is empty")
     documents = []
@@ -58,18 +58,20 @@ def as_documents(text_or_documents: str | Document | Sequence[str | Document]) -
         if isinstance(item, str):
             item = Document(id=f"doc-{hashlib.sha256(item.encode()).hexdigest()[:12]}", text=item)
         if not isinstance(item, Document):
-            raise InputError(f"item {position} is {_type_name(item)}; give texts (str) or Document objects")
+            raise InputError(f"item {position} is {describe_type(item)}; give texts (str) or Document objects")
         if not isinstance(item.text, str):
             _check_not_bytes(item.text, f"document {item.id!r} has text that is")
-            raise InputError(f"document {item.id!r} has text that is {_type_name(item.text)}; give a str")
+            raise InputError(f"document {item.id!r} has text that is {describe_type(item.text)}; give a str")
         if not item.text.strip():
             raise InputError(f"document {item.id!r} is empty; give a text with some content")
         documents.append(item)
     return documents
 
 
-def _type_name(value: object) -> str:
-    return "None" if value is None else f"a {type(value).__name__}"
+def describe_type(value: object) -> str:
+    """`None`, `a str`, `an int`: what a refused argument is, for messages."""
+    name = type(value).__name__
+    return "None" if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def _check_not_bytes(value: object, what: str) -> None:

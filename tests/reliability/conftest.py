@@ -54,7 +54,7 @@ def tiny_args(tiny_lm) -> list[str]:
 
 
 # `ask` options that keep the tiny model's answers short.
-SHORT = ["--set", "clue_max_new_tokens=4", "--max-new-tokens", "4", "--evidence-tokens", "96"]
+SHORT = ["--set", "clue_max_new_tokens=4", "--max-new-tokens", "4", "--evidence-tokens", "320"]
 
 
 class Result:

@@ -11,8 +11,8 @@ import pytest
 
 from memorag.pipeline import ManifestMismatchError, MemoRAG, SaveFormatError
 from memorag.pipeline.persistence import seal
-from tests.pipeline.conftest import FakeHashEmbedder, corpus_documents, make_rag, tiny_model, topic
 from memorag.retrieval import Document
+from tests.pipeline.conftest import FakeHashEmbedder, corpus_documents, make_rag, tiny_model, topic
 
 REFUSALS = (SaveFormatError, ManifestMismatchError)
 
