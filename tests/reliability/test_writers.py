@@ -82,7 +82,7 @@ def test_a_second_writer_names_the_holder_and_waits_a_bounded_time(cli, tiny_arg
     book = tmp_path / "book.txt"
     book.write_text(text_of(300, seed=12))
     out = tmp_path / "save"
-    holder = python(HOLD, out, 25)
+    holder = python(HOLD, out, 8)
     try:
         assert holder.stdout.readline().strip() == "held"
         started = time.monotonic()
@@ -90,7 +90,7 @@ def test_a_second_writer_names_the_holder_and_waits_a_bounded_time(cli, tiny_arg
         assert refused.returncode == 1 and f"is being written by process {holder.pid}" in refused.stderr, refused
         assert time.monotonic() - started < 20 and not out.exists()
         assert "--wait SECONDS" in refused.stderr
-        # the suggested fix: wait longer; the holder lets go after its 25 s, then this writer proceeds
+        # the suggested fix: wait longer; the holder lets go after its 8 s, then this writer proceeds
         waited = cli("memorize", book, "--out", out, *tiny_args, "--wait", "300")
         assert waited.returncode == 0 and f"waiting for process {holder.pid}" in waited.stderr, waited
         assert holder.poll() is not None  # it got the lock only once the holder was done
