@@ -396,7 +396,7 @@ def cmd_ask(args, console: Console) -> int:
         for line in _describe_evidence(evidence):
             console.info(line)
         if not console.json:
-            console.info(f"answer ({mode.name} mode, from this evidence):")
+            console.info(f"answer ({mode.name}):")
 
     def on_text(piece):
         streamed.append(piece)
@@ -404,7 +404,7 @@ def cmd_ask(args, console: Console) -> int:
             console.answer_piece(piece)
 
     if task in mode.tasks_without_evidence and not console.json:  # no evidence will come: head the answer now
-        console.info(f"answer ({mode.name} mode, from memory alone):")
+        console.info(f"answer ({mode.name}, from memory alone):")
     answer = rag.ask(query, task=task, on_text=on_text, on_clues=on_clues, on_evidence=on_evidence)
     if console.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False))
