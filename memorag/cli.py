@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     memorize.add_argument("context", nargs="+", metavar="CONTEXT", help="text files (UTF-8 unless --encoding)")
     memorize.add_argument("--out", required=True, metavar="DIR", help="where to save")
     memorize.add_argument("--overwrite", action="store_true", help="replace a memorag save in DIR instead of adding to it")
+    memorize.add_argument("--wait", type=float, default=300.0, metavar="S",
+                          help="seconds to wait while another writer is writing DIR (default: 300)")
     _model_options(memorize, memorizing=True)
 
     ask = commands.add_parser(
@@ -180,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _overrides(args: argparse.Namespace) -> dict:
     """Pipeline settings given on the command line (only those given)."""
-    from memorag.config import load_config, parse_override
+    from memorag.config import ConfigError, load_config, parse_override
     from memorag.pipeline import PipelineConfig
 
     items: list[str] = []
@@ -208,8 +210,21 @@ def _overrides(args: argparse.Namespace) -> dict:
         key = parse_override(item)[0].split(".")[0]
         if key not in keys:
             keys.append(key)
-    config = load_config(PipelineConfig, None, items)
+    try:
+        config = load_config(PipelineConfig, None, items)
+    except ConfigError as error:
+        given = [flag for key, flag in _FLAG_OF.items() if str(error).startswith((f"{key}=", f"{key}:"))
+                 and getattr(args, flag.removeprefix("--").replace("-", "_"), None) is not None]
+        if given:
+            raise ConfigError(f"{given[0]}: {error}") from error
+        raise
     return {key: getattr(config, key) for key in keys}
+
+
+# The setting each command-line flag sets, to name the flag when its value is refused.
+_FLAG_OF = {"timeout": "--timeout", "max_retries": "--retries", "chunk_tokens": "--chunk-tokens",
+            "overlap_tokens": "--overlap-tokens", "answer_max_new_tokens": "--max-new-tokens",
+            "evidence_tokens": "--evidence-tokens"}
 
 
 def _split_target(args: argparse.Namespace) -> None:
@@ -321,25 +336,32 @@ def _open_pipeline(args, console: Console, files: list[dict], overrides: dict, n
 def cmd_memorize(args, console: Console) -> int:
     documents = read_contexts(args.context, args.encoding)
     from memorag.generation import is_endpoint
+    from memorag.locking import save_lock
     from memorag.pipeline import MemoRAG, check_save_target, is_saved_pipeline
 
     overrides = _overrides(args)
+    if not args.wait >= 0:
+        raise CliInputError(f"--wait {args.wait}: give the seconds to wait, 0 or more")
     out = Path(args.out)
     check_save_target(out)
     documents = _as_documents(documents)
     _quiet_libraries()
     started = time.perf_counter()
-    if is_saved_pipeline(out) and not args.overwrite:
-        console.info(f"{out} holds a memorag save; adding to it")
-        rag = MemoRAG.load(out, **overrides)
-    else:
-        rag = MemoRAG(**overrides)
-        rag.check_models()
-    if is_endpoint(rag.config.generator):
-        rag.check_generator()
-    report = rag.memorize(documents, show_progress=not console.quiet)
-    if report.added:
-        rag.save(out)
+    # One writer at a time: the lock is taken before the old save is read and released after the
+    # new one is in place, so a concurrent writer's documents are read, not lost.
+    with save_lock(out, args.wait, notify=console.info):
+        check_save_target(out)
+        if is_saved_pipeline(out) and not args.overwrite:
+            console.info(f"{out} holds a memorag save; adding to it")
+            rag = MemoRAG.load(out, **overrides)
+        else:
+            rag = MemoRAG(**overrides)
+            rag.check_models()
+        if is_endpoint(rag.config.generator):
+            rag.check_generator()
+        report = rag.memorize(documents, show_progress=not console.quiet)
+        if report.added:
+            rag.save(out, wait=args.wait)
     seconds = time.perf_counter() - started
     summary = {
         "out": str(out), "added": report.added, "skipped": report.skipped, "num_documents": len(rag.documents),

@@ -375,11 +375,14 @@ def _coerce_union(value: Any, options: tuple[Any, ...], where: str, base: Any) -
             return _coerce(value, option, where, base)
     # Text types last: with a raw override any value reads as a string.
     ordered = [m for m in members if m not in _TEXT_TYPES] + [m for m in members if m in _TEXT_TYPES]
+    errors = []
     for option in ordered:
         try:
             return _coerce(value, option, where, base)
-        except ConfigError:
-            continue
+        except ConfigError as error:
+            errors.append(error)
+    if len(errors) == 1 and dataclasses.is_dataclass(ordered[0]):  # `Section | None`: the section's complaint
+        raise errors[0]
     raise ConfigError(
         f"{where}: {parsed!r} does not fit any of {' | '.join(_type_name(option) for option in options)}"
     )

@@ -90,22 +90,24 @@ def atomic_directory(path: str | os.PathLike[str], replaceable: Callable[[Path],
 
 
 def read_json_manifest(
-    path: str | os.PathLike[str], fmt: str, version: int, error: type[Exception] = ValueError
+    path: str | os.PathLike[str], fmt: str, version: int, error: type[Exception] = ValueError, remedy: str = ""
 ) -> dict[str, Any]:
-    """Read a JSON manifest and check its `format` and `format_version`, raising `error`."""
+    """Read a JSON manifest and check its `format` and `format_version`, raising `error`
+    (its message ends with `remedy`, what to do about it, when given)."""
     manifest_path = Path(path)
+    fix = f"; {remedy}" if remedy else ""
     if not manifest_path.is_file():
         raise error(f"{manifest_path} is missing; this is not a saved {fmt}")
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as problem:
-        raise error(f"{manifest_path} is not valid JSON ({problem}); the {fmt} is corrupt") from problem
+        raise error(f"{manifest_path} is not valid JSON ({problem}); the {fmt} is corrupt{fix}") from problem
     if not isinstance(manifest, dict) or manifest.get("format") != fmt:
         raise error(f"{manifest_path} does not describe a {fmt}")
     if manifest.get("format_version") != version:
         raise error(
             f"{manifest_path} has {fmt} format version {manifest.get('format_version')!r}; this code reads "
-            f"version {version}"
+            f"version {version}{fix}"
         )
     return manifest
 

@@ -54,6 +54,12 @@ class LocalGenerator(Generator):
     ):
         if tokenizer is None:
             raise GeneratorError("a local generator needs the model's tokenizer")
+        if not 0 < repetition_penalty < float("inf"):
+            raise GeneratorError(f"repetition_penalty={repetition_penalty} must be a finite number above 0")
+        if not 0 < temperature < float("inf"):
+            raise GeneratorError(f"temperature={temperature} must be a finite number above 0 (do_sample=False: greedy)")
+        if not 0 < top_p <= 1:
+            raise GeneratorError(f"top_p={top_p} must be in (0, 1]")
         self.model = model
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", "") or model.config.model_type

@@ -36,6 +36,10 @@ class _Retryable(Exception):
         self.wait = wait
 
 
+class UnauthorizedError(GeneratorError):
+    """The endpoint refused our API key (HTTP 401 or 403)."""
+
+
 class OpenAIGenerator(Generator):
     def __init__(
         self,
@@ -52,6 +56,13 @@ class OpenAIGenerator(Generator):
     ):
         if not base_url.startswith(("http://", "https://")):
             raise GeneratorError(f"endpoint {base_url!r} must start with http:// or https://")
+        if not 0 < timeout < float("inf"):
+            raise GeneratorError(f"timeout={timeout} must be a finite number of seconds above 0")
+        for name, value in (("backoff", backoff), ("temperature", temperature)):
+            if not 0 <= value < float("inf"):
+                raise GeneratorError(f"{name}={value} must be a finite number, 0 or more")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise GeneratorError(f"max_retries={max_retries!r} must be a whole number, 0 or more")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env
@@ -81,7 +92,7 @@ class OpenAIGenerator(Generator):
             if error.code in RETRY_STATUS:
                 raise _Retryable(f"HTTP {error.code} {detail}", _retry_after(error.headers.get("Retry-After"))) from error
             if error.code in (401, 403):
-                raise GeneratorError(
+                raise UnauthorizedError(
                     f"{self.base_url} refused the request (HTTP {error.code}: {detail}); set the API key in "
                     f"${self.api_key_env} (or choose another variable with --api-key-env)"
                 ) from error
@@ -119,6 +130,8 @@ class OpenAIGenerator(Generator):
             try:
                 with self._open("/models", None, timeout=min(self.timeout, 10.0)) as response:
                     return json.loads(response.read().decode("utf-8"))
+            except UnauthorizedError:
+                raise  # a bad or missing key: say so now, not after the long work
             except GeneratorError:
                 return None  # reachable; some servers have no /models
             except (ValueError, UnicodeDecodeError):

@@ -285,11 +285,15 @@ class MemoryModel(nn.Module):
     def _too_long(self, num_tokens: int, ratio: int) -> None:
         window = self.config.window
         fits = smallest_fitting_ratio(num_tokens, self.max_positions, window, STANDARD_RATIOS)
-        advice = (
-            f"the smallest ratio that fits is {fits}: set ratios=[{fits}] or ratio_mix='adaptive'"
-            if fits is not None
-            else "no ratio dividing the window fits; shorten the context or use a model with more positions"
-        )
+        if fits is not None:
+            choices = ",".join(str(r) for r in STANDARD_RATIOS if window % r == 0)  # includes `fits`
+            advice = (
+                f"the smallest ratio that fits is {fits}: memorize with `--ratio {fits}` (or "
+                f"`--set 'memory.ratios=[{fits}]'`), or let the "
+                f"length pick the ratio: `--set memory.ratio_mix=adaptive --set 'memory.ratios=[{choices}]'`"
+            )
+        else:
+            advice = "no ratio dividing the window fits; shorten the context or use a model with more positions"
         raise ContextTooLongError(
             f"the context has {num_tokens} tokens, beyond the reach of {self.name} at ratio {ratio} "
             f"({reach(self.max_positions, window, ratio)} tokens with {self.max_positions} positions and "

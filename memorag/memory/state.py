@@ -95,6 +95,10 @@ class Memory:
                 "write one with Memory.save or `memorag memorize`"
             )
         manifest = read_json_manifest(manifest_path, FORMAT, FORMAT_VERSION, MemoryFileError)
+        missing = {"identity", "state", "ratio", "chat", "content_sha256", "num_layers", "tensors_sha256"} - set(manifest)
+        if missing:
+            raise MemoryFileError(f"{manifest_path} lacks {sorted(missing)}; the memory is corrupt: memorize the "
+                                  "context again")
         actual = sha256_file(tensors_path)
         if actual != manifest.get("tensors_sha256"):
             raise MemoryFileError(
@@ -108,7 +112,11 @@ class Memory:
             values = [tensors[f"values.{i}"] for i in range(layers)]
         except KeyError as error:
             raise MemoryFileError(f"{tensors_path} lacks tensor {error}; the memory is corrupt") from error
-        state = ScheduleState.from_dict(manifest["state"])
+        try:
+            state = ScheduleState.from_dict(manifest["state"])
+        except (TypeError, KeyError, ValueError) as error:
+            raise MemoryFileError(f"{manifest_path} has an unreadable state ({error}); the memory is corrupt: "
+                                  "memorize the context again") from error
         if any(k.shape[2] != state.cache_length for k in keys):
             raise MemoryFileError(f"{tensors_path} does not match its manifest's length {state.cache_length}")
         return cls(

@@ -17,7 +17,13 @@ from memorag.answer_forms import AnswerForm, as_answer_form
 from memorag.clues import combine_clues, detect_language, parse_clues
 from memorag.config import config_from_dict, config_to_dict
 from memorag.modes.base import Mode, get_mode
-from memorag.pipeline.helpers import as_documents, document_sha256, label_embedder, split_model_args
+from memorag.pipeline.helpers import (
+    as_documents,
+    describe_type,
+    document_sha256,
+    label_embedder,
+    split_model_args,
+)
 from memorag.pipeline.persistence import load_pipeline, save_pipeline
 from memorag.pipeline.types import (
     Answer,
@@ -29,8 +35,9 @@ from memorag.pipeline.types import (
     FewShotExample,
     InputError,
     MemorizeReport,
-    PipelineConfig,
     PipelineError,
+    PipelineConfig,
+    QueryTooLongError,
     UnsupportedTaskError,
     timed,
 )
@@ -254,8 +261,7 @@ class MemoRAG:
                     memory = self.memory_model.memorize(self._memory_text(self.documents + new, False),
                                                         show_progress=show_progress)
                 else:
-                    memory = self.memory_model.memorize(self._memory_text(new, True), memory=memory,
-                                                        show_progress=show_progress)
+                    memory = self._extend_memory(memory, new, show_progress)
         with timed(report.timings, "index"):
             retriever = self.retriever if self.retriever is not None else self.new_retriever()
             retriever.add(chunks)
@@ -270,6 +276,17 @@ class MemoRAG:
         report.num_chunks = len(chunks)
         report.memory_tokens = memory.num_tokens if memory is not None else 0
         return report
+
+    def _extend_memory(self, memory, new: list[Document], show_progress: bool | None):
+        from memorag.memory.model import ContextTooLongError
+
+        try:
+            return self.memory_model.memorize(self._memory_text(new, True), memory=memory, show_progress=show_progress)
+        except ContextTooLongError as error:
+            raise ContextTooLongError(
+                f"{error}. The memory already made was read at ratio {memory.ratio}, which cannot change: memorize "
+                "all the texts again, with that option, into a new save or over this one (--overwrite)"
+            ) from error
 
     def ensure_memory(self, show_progress: bool | None = None) -> None:
         """Build the memory of every document now, if `memorize` was told not to."""
@@ -306,6 +323,8 @@ class MemoRAG:
         task = task or handler.default_task
         self._answer_form = as_answer_form(answer_form if answer_form is not None else self.config.answer_prompt)
         try:
+            if task not in handler.tasks_without_evidence:  # refuse a query that cannot fit before any work
+                self.check_query_fits(query.strip(), task, self.language_of(query))
             answer = handler.answer(query.strip(), task, AskHooks(on_text, on_clues, on_evidence, show_progress))
         finally:
             self._answer_form = None
@@ -326,7 +345,11 @@ class MemoRAG:
         return self.write_clues(query.strip(), task, self.language_of(query), show_progress=show_progress)
 
     def _ready(self, query: str, task: str | None, mode: str | None) -> Mode:
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str):
+            kind = describe_type(query)
+            fix = "; decode it first, e.g. query.decode('utf-8')" if isinstance(query, bytes | bytearray) else ""
+            raise InputError(f"the query is {kind}, not text (str){fix}")
+        if not query.strip():
             raise InputError("the query is empty; ask something")
         handler = self.mode(mode)
         if task is not None and task not in handler.tasks:
@@ -426,20 +449,42 @@ class MemoRAG:
         """Evidence tokens that fit: `max_tokens` (default `evidence_tokens`), capped by what the
         generator's window leaves."""
         budget = max_tokens or self.config.evidence_tokens
+        room = self.check_query_fits(query, task, language)
+        return budget if room is None else min(budget, room)
+
+    def check_query_fits(self, query: str, task: str, language: str) -> int | None:
+        """Evidence tokens the generator's window leaves after the prompt and the answer (None:
+        the window is unknown). Cheap (it counts tokens), so `ask` calls it before any clue or
+        retrieval work; raises `QueryTooLongError` when no evidence would fit."""
         window = self.generator.context_window
-        if window:
-            system = self._system(task, language)
-            overhead = self.generator.count_tokens(self._prompt(query, task, language, []), system)
-            room = window - overhead - self._max_new_tokens(task)
-            # chunk sizes are counted with the memory model's tokenizer: leave a margin for another's
-            budget = min(budget, int(room * TOKENIZER_MARGIN))
-            if budget < 1:
-                raise PipelineError(
-                    f"the generator's window ({window} tokens) leaves no room for evidence after the prompt "
-                    f"({overhead}) and the answer ({self._max_new_tokens(task)}); shorten the query or lower "
-                    "answer_max_new_tokens"
-                )
-        return budget
+        if not window:
+            return None
+        system = self._system(task, language)
+        overhead = self.generator.count_tokens(self._prompt(query, task, language, []), system)
+        answer = self._max_new_tokens(task)
+        # chunk sizes are counted with the memory model's tokenizer: leave a margin for another's
+        room = int((window - overhead - answer) * TOKENIZER_MARGIN)
+        if room >= 1:
+            return room
+        need = window - answer - int(1 / TOKENIZER_MARGIN) - 1  # most prompt tokens that leave room
+        excess = overhead - need
+        # the query's share of the prompt (it may appear more than once)
+        query_tokens = overhead - self.generator.count_tokens(self._prompt("", task, language, []), system)
+        fixes = []
+        if 0 < excess < query_tokens:
+            # characters per token vary: the estimate cuts a little more (10%, at least 4 tokens)
+            chars = min(len(query), -(-(excess + max(4, excess // 10)) * len(query) // query_tokens))
+            fixes.append(f"shorten the query by at least {excess} tokens (about {chars} characters)")
+        elif excess > 0:
+            fixes.append("use a generator with a larger window (even an empty query would not fit)")
+        fitting_answer = window - overhead - int(1 / TOKENIZER_MARGIN) - 1
+        if fitting_answer >= 1:
+            fixes.append(f"answer in at most {fitting_answer} tokens (`--max-new-tokens {fitting_answer}`, or "
+                         f"`--set {'summary' if task == 'summarize' else 'answer'}_max_new_tokens={fitting_answer}`)")
+        raise QueryTooLongError(
+            f"the generator's window ({window} tokens) leaves no room for evidence after the prompt ({overhead} "
+            f"tokens, with the query) and the answer ({answer}); {' or '.join(fixes)}"
+        )
 
     def gather_evidence(self, queries: Sequence[str], weights: Sequence[float], task: str, query: str,
                         language: str, *, max_tokens: int | None = None, k: int | None = None,
@@ -522,12 +567,15 @@ class MemoRAG:
         )
 
     # -- persistence ----------------------------------------------------------------------------
-    def save(self, directory: str | os.PathLike[str]) -> Path:
+    def save(self, directory: str | os.PathLike[str], wait: float = 300.0) -> Path:
         """Write documents, chunks, index, memory and a manifest into `directory`, atomically.
 
-        An existing saved pipeline there is replaced; any other existing content is refused.
+        Holds the save's lock while writing, waiting at most `wait` seconds for another writer
+        (to add to a save without losing another writer's work, hold `memorag.locking.save_lock`
+        from before `MemoRAG.load` until after `save`). An existing saved pipeline there is
+        replaced; any other existing content, or a file in it that the save does not own, is refused.
         """
-        return save_pipeline(self, directory)
+        return save_pipeline(self, directory, wait)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], **kwargs: Any) -> MemoRAG:

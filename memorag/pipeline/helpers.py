@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from memorag.pipeline.types import InputError
 from memorag.retrieval.chunking import Document
@@ -42,18 +42,40 @@ def document_sha256(document: Document) -> str:
 
 def as_documents(text_or_documents: str | Document | Sequence[str | Document]) -> list[Document]:
     """Documents from a text, a `Document`, or a list of either (a text's id is a hash of it)."""
-    items = [text_or_documents] if isinstance(text_or_documents, str | Document) else list(text_or_documents)
+    _check_not_bytes(text_or_documents, "memorize() got")
+    if isinstance(text_or_documents, str | Document):
+        items = [text_or_documents]
+    elif isinstance(text_or_documents, Sequence | Iterable) and not isinstance(text_or_documents, Mapping):
+        items = list(text_or_documents)
+    else:
+        raise InputError(f"memorize() takes a text, a Document or a list of them, not "
+                         f"{describe_type(text_or_documents)}")
     if not items:
         raise InputError("nothing to memorize: the list of documents is empty")
     documents = []
     for position, item in enumerate(items):
+        _check_not_bytes(item, f"item {position} is")
         if isinstance(item, str):
             item = Document(id=f"doc-{hashlib.sha256(item.encode()).hexdigest()[:12]}", text=item)
         if not isinstance(item, Document):
-            raise InputError(f"item {position} is a {type(item).__name__}; give texts or Document objects")
-        if not item.text or not item.text.strip():
+            raise InputError(f"item {position} is {describe_type(item)}; give texts (str) or Document objects")
+        if not isinstance(item.text, str):
+            _check_not_bytes(item.text, f"document {item.id!r} has text that is")
+            raise InputError(f"document {item.id!r} has text that is {describe_type(item.text)}; give a str")
+        if not item.text.strip():
             raise InputError(f"document {item.id!r} is empty; give a text with some content")
         documents.append(item)
     return documents
+
+
+def describe_type(value: object) -> str:
+    """`None`, `a str`, `an int`: what a refused argument is, for messages."""
+    name = type(value).__name__
+    return "None" if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _check_not_bytes(value: object, what: str) -> None:
+    if isinstance(value, bytes | bytearray | memoryview):
+        raise InputError(f"{what} bytes, not text; decode it first, e.g. data.decode('utf-8')")
 
 

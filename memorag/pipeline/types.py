@@ -43,6 +43,10 @@ class InputError(PipelineError, ValueError):
     """Bad input: an empty query, an empty or malformed document."""
 
 
+class QueryTooLongError(InputError):
+    """A query that leaves the generator's window no room for evidence and the answer."""
+
+
 class UnknownModeError(PipelineError):
     """A mode name that is not registered."""
 
@@ -189,8 +193,17 @@ class PipelineConfig:
         if self.cic_examples < 0:
             raise ConfigError(f"cic_examples={self.cic_examples} must be 0 or more")
         for name in ("hyde_query_weight", "rqrag_query_weight"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name}={getattr(self, name)} must be above 0")
+            if not 0 < getattr(self, name) < float("inf"):
+                raise ConfigError(f"{name}={getattr(self, name)} must be a finite number above 0")
+        # weights, timeouts and penalties: NaN and infinity fail these comparisons too
+        for name in ("timeout", "repetition_penalty", "query_weight"):
+            value = getattr(self, name)
+            if not 0 < value < float("inf"):
+                raise ConfigError(f"{name}={value} must be a finite number above 0")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries={self.max_retries} must be 0 or more (0: no retries)")
+        if self.generator_window is not None and self.generator_window < 1:
+            raise ConfigError(f"generator_window={self.generator_window} must be at least 1 (or None: the model's)")
         if self.memory_weights is not None:
             self.memory_weights = os.path.abspath(os.path.expanduser(str(self.memory_weights)))
 

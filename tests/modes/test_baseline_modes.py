@@ -95,7 +95,7 @@ def test_full_summarizes_and_needs_a_known_window():
     assert generator.prompts[-1].startswith("Request: Summarize the text.") and len(answer.evidence) == 3
     with pytest.raises(PipelineError, match="window of fake-echo is unknown; set generator_window"):
         memorized().ask(topic(0, 3), mode="full")
-    with pytest.raises(PipelineError, match="no room for the corpus"):
+    with pytest.raises(PipelineError, match="no room for evidence"):  # refused before any work
         memorized(FakeEchoGenerator(context_window=40)).ask(topic(0, 3), mode="full")
 
 

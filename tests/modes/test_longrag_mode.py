@@ -118,7 +118,7 @@ def test_a_unit_longer_than_the_window_is_cut_to_its_best_chunks():
 
 def test_a_window_too_small_for_the_prompt_is_refused_clearly():
     rag = longrag(FakeEchoGenerator(context_window=40))
-    with pytest.raises(Exception, match="leaves no room for documents"):
+    with pytest.raises(Exception, match="leaves no room for evidence"):  # refused before any work
         rag.ask(WICK_QUESTION, mode="longrag")
 
 
