@@ -13,6 +13,7 @@ from typing import Literal
 from memorag import prompts
 from memorag.config import ConfigError
 from memorag.memory.config import MemoryConfig
+from memorag.models import is_memory_weights_id
 from memorag.retrieval.chunking import Chunk, Document
 from memorag.retrieval.unit_index import LINK_POLICIES
 
@@ -157,7 +158,7 @@ class PipelineConfig:
         for name in ("hyde_query_weight", "rqrag_query_weight"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be above 0")
-        if self.memory_weights is not None:
+        if self.memory_weights is not None and not is_memory_weights_id(self.memory_weights):
             self.memory_weights = os.path.abspath(os.path.expanduser(str(self.memory_weights)))
 
 
