@@ -113,12 +113,18 @@ def configure_deepspeed(accelerator, micro_batch: int, accumulation: int, grad_c
     """
     if backend(accelerator) != "deepspeed":
         return
+    if torch.distributed.is_initialized() and torch.distributed.get_world_size() != accelerator.num_processes:
+        raise ConfigError(
+            f"DeepSpeed runs {torch.distributed.get_world_size()} processes but Accelerate sees "
+            f"{accelerator.num_processes} (on {accelerator.device.type}, Accelerate does not set up DeepSpeed's "
+            "processes: every one would train as process 0); on a CPU launch one process (--num_processes 1)")
     settings = accelerator.state.deepspeed_plugin.deepspeed_config
     for key in ("optimizer", "scheduler"):
         if key in settings:
             raise ConfigError(f"the DeepSpeed config sets '{key}'; remove it: the optimizer and schedule come from "
                               "the training config (optim.*), and only memory parameters are in the optimizer")
     wanted = {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": accumulation,
+              "train_batch_size": micro_batch * accumulation * accelerator.num_processes,
               "gradient_clipping": grad_clip}
     for key, value in wanted.items():
         current = settings.get(key, "auto")

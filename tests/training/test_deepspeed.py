@@ -36,13 +36,17 @@ def _require_deepspeed() -> None:
     assert ACCELERATE is not None, "the accelerate command is not installed"
 
 
-def _launch(stage: int, output: Path, *extra: str) -> dict:
+def _run(stage: int, output: Path, *extra: str, processes: int = 1) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
            "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
     command = [ACCELERATE, "launch", "--config_file", f"configs/accelerate/deepspeed_zero{stage}.yaml",
-               "--num_processes", "1", "train/pretrain.py", "--config", "configs/debug.yaml",
+               "--num_processes", str(processes), "train/pretrain.py", "--config", "configs/debug.yaml",
                f"checkpoint.output_dir={output}", *STEPS, *extra]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=540)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=540)
+
+
+def _launch(stage: int, output: Path, *extra: str) -> dict:
+    done = _run(stage, output, *extra)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -76,6 +80,16 @@ def test_zero_stage_trains_a_debug_step_and_resumes_on_cpu(stage, tmp_path, plai
     final = load_file(str(output / "final" / "memory_weights.safetensors"))
     assert set(final) == set(saved)
     assert any(not torch.equal(final[name], saved[name]) for name in saved)  # step 2 trained the memory
+
+
+@pytest.mark.slow
+def test_several_deepspeed_processes_on_a_cpu_are_refused(tmp_path):
+    """Accelerate gives every DeepSpeed process on a CPU rank 0 of 1: they would all write the same files."""
+    _require_deepspeed()
+    done = _run(2, tmp_path / "two", processes=2)
+    assert done.returncode != 0
+    assert "DeepSpeed runs 2 processes but Accelerate sees 1" in done.stderr
+    assert not (tmp_path / "two" / "checkpoint-1").exists()
 
 
 def test_auto_bucket_sizes_follow_the_hidden_size():
