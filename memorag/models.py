@@ -306,14 +306,15 @@ def is_memory_weights_id(text: str | os.PathLike[str]) -> bool:
 
 def verify_memory_weights(folder: str | os.PathLike[str], where: str | None = None) -> None:
     """Check a memory weights folder as loading does: both files, the manifest, the weights' sha256."""
-    from memorag.io import read_json_manifest, sha256_file
-    from memorag.memory.checkpoint import CONFIG, FORMAT, FORMAT_VERSION, WEIGHTS, MemoryWeightsError
+    from memorag.io import sha256_file
+    from memorag.memory.checkpoint import CONFIG, WEIGHTS, MemoryWeightsError, read_memory_weights_config
 
     root = Path(folder)
     source = where or str(root)
     if not (root / CONFIG).is_file() or not (root / WEIGHTS).is_file():
         raise MemoryWeightsError(f"{source} holds no memory weights (expected {CONFIG} and {WEIGHTS} in {root})")
-    manifest = read_json_manifest(root / CONFIG, FORMAT, FORMAT_VERSION, MemoryWeightsError)
+    read_memory_weights_config(root)  # the manifest's format, version and settings, checked as loading does
+    manifest = json.loads((root / CONFIG).read_text(encoding="utf-8"))
     if sha256_file(root / WEIGHTS) != manifest.get("weights_sha256"):
         raise MemoryWeightsError(f"{root / WEIGHTS} from {source} is truncated or corrupt (its sha256 does not "
                                  "match the manifest); delete it from the cache and download it again")

@@ -142,3 +142,16 @@ def test_training_starts_from_memory_weights_named_by_a_hub_id(monkeypatch, tmp_
     cfg = load_config(TrainConfig, ROOT / "configs" / "debug.yaml", ["model.memory_weights=team/debug-memory"])
     loaded = build_model(cfg.model, cfg.memory)
     assert torch.all(loaded.memory_embedding == 0.25)
+
+
+def test_downloaded_weights_of_another_format_version_are_refused(fake_hub):
+    import json
+
+    from memorag.memory.checkpoint import CONFIG
+
+    folder = resolve_memory_weights("team/memory")
+    manifest = json.loads((folder / CONFIG).read_text())
+    manifest["format_version"] = 999
+    (folder / CONFIG).write_text(json.dumps(manifest))
+    with pytest.raises(MemoryWeightsError, match="format version|999"):
+        resolve_memory_weights("team/memory")
