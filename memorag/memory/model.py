@@ -99,7 +99,7 @@ class MemoryModel(nn.Module):
         """
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from memorag.models import resolve_lm
+        from memorag.models import resolve_lm, resolve_memory_weights
 
         from .checkpoint import load_memory_weights, read_memory_weights_config
         from .released import (
@@ -127,6 +127,7 @@ class MemoryModel(nn.Module):
                 )
             config = config or trained
         elif memory_weights is not None:
+            memory_weights = resolve_memory_weights(memory_weights)  # a local folder, or a hub id downloaded
             saved = read_memory_weights_config(memory_weights)
             if config is not None and config.memory_params != saved.memory_params:
                 raise ValueError(

@@ -171,7 +171,7 @@ class MemoRAG:
 
         Resolves names only (cheap); nothing is loaded.
         """
-        from memorag.models import resolve_embedder, resolve_lm
+        from memorag.models import is_memory_weights_id, resolve_embedder, resolve_lm
 
         if self._memory_model is None or self._embedder is None or self._generator is None:
             _ = self.placement  # a device or a quantization this machine cannot give fails here
@@ -179,9 +179,10 @@ class MemoRAG:
             resolve_lm(self.config.memory_model)
         if self._embedder is None and self.config.retriever != "bm25":
             resolve_embedder(self.config.embedder)
-        if self.config.memory_weights is not None and self._memory_model is None:
-            if not Path(self.config.memory_weights).is_dir():
-                raise FileNotFoundError(f"memory weights {self.config.memory_weights} not found (expected a folder)")
+        weights = self.config.memory_weights
+        if weights is not None and self._memory_model is None and not is_memory_weights_id(weights):
+            if not Path(weights).is_dir():
+                raise FileNotFoundError(f"memory weights {weights} not found (expected a folder or a hub id)")
 
     def check_generator(self) -> None:
         """Fail now, before any long work, if the generator cannot be reached."""

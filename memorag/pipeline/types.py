@@ -14,6 +14,7 @@ from memorag import prompts
 from memorag.answer_forms import AnswerFormError, as_answer_form
 from memorag.config import ConfigError
 from memorag.memory.config import MemoryConfig
+from memorag.models import is_memory_weights_id
 from memorag.placement import check_threads, normalize_device, normalize_dtype, normalize_quantize
 from memorag.retrieval.chunking import Chunk, Document
 from memorag.retrieval.unit_index import LINK_POLICIES
@@ -204,7 +205,7 @@ class PipelineConfig:
             raise ConfigError(f"max_retries={self.max_retries} must be 0 or more (0: no retries)")
         if self.generator_window is not None and self.generator_window < 1:
             raise ConfigError(f"generator_window={self.generator_window} must be at least 1 (or None: the model's)")
-        if self.memory_weights is not None:
+        if self.memory_weights is not None and not is_memory_weights_id(self.memory_weights):
             self.memory_weights = os.path.abspath(os.path.expanduser(str(self.memory_weights)))
 
 

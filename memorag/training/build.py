@@ -96,8 +96,9 @@ def build_model(
             built.to(device)
     if model.memory_weights is not None and str(device) != "meta":
         from memorag.memory.checkpoint import load_memory_weights
+        from memorag.models import resolve_memory_weights
 
-        load_memory_weights(built, model.memory_weights)
+        load_memory_weights(built, resolve_memory_weights(model.memory_weights))
     for parameter in built.memory_parameters().values():
         parameter.data = parameter.data.float()
     return built.eval()

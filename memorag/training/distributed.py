@@ -9,7 +9,13 @@ or read:
   `find_unused_parameters`, since the last layer's memory query receives no gradient);
 - DeepSpeed (ZeRO-2 / ZeRO-3): the engine holds the optimizer state; it is saved with
   `save_checkpoint(exclude_frozen_parameters=True)`, so the frozen base is never
-  written; under ZeRO-3 the memory parameters are gathered before they are saved;
+  written; under ZeRO-3 the memory parameters are gathered before they are saved.
+  Under ZeRO-3 the memory model is built whole in each process's host memory (a 7B
+  base in bf16: about 15 GB per process) and partitioned by DeepSpeed when it is
+  prepared: the memory parameters start as copies of base parameters (projections,
+  one embedding row), which a base partitioned at construction (`zero.Init`) no
+  longer holds. The `auto` bucket sizes are filled from the base's hidden size,
+  since the wrapped model's `config` is the memory config;
 - FSDP (version 1, `use_orig_params`): the memory parameters are summoned in full
   before saving, and Accelerate's FSDP optimizer helpers save the optimizer state.
 """
@@ -17,6 +23,7 @@ or read:
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +31,8 @@ import torch
 
 from memorag.config import ConfigError
 from memorag.memory import MemoryModel
+
+logger = logging.getLogger(__name__)
 
 
 def backend(accelerator) -> str:
@@ -37,16 +46,85 @@ def backend(accelerator) -> str:
     return "plain"
 
 
-def configure_deepspeed(accelerator, micro_batch: int, accumulation: int, grad_clip: float) -> None:
-    """Fill the DeepSpeed config's `auto` values from the training config; refuse contradictions."""
+def zero_stage(accelerator) -> int | None:
+    """The ZeRO stage of a DeepSpeed run, None for other backends."""
+    if backend(accelerator) != "deepspeed":
+        return None
+    return int(accelerator.state.deepspeed_plugin.zero_stage)
+
+
+@contextlib.contextmanager
+def whole_model_construction(accelerator) -> Iterator[None]:
+    """Models built inside are not partitioned at construction, even under ZeRO-3.
+
+    Accelerate registers its ZeRO-3 config with transformers, which then builds every
+    model under `deepspeed.zero.Init`, leaving each parameter an empty shard; the memory
+    model copies base parameters when it is built, so it is built whole here and
+    DeepSpeed partitions it in `accelerator.prepare`.
+    """
+    if zero_stage(accelerator) != 3:
+        yield
+        return
+    from transformers.integrations import is_deepspeed_zero3_enabled, unset_hf_deepspeed_config
+
+    plugin = accelerator.state.deepspeed_plugin
+    if plugin.zero3_init_flag:
+        logger.warning("zero3_init_flag is on, but the memory model is built whole and partitioned by DeepSpeed "
+                       "when prepared (its memory parameters are copies of base parameters); set zero3_init_flag: "
+                       "false to silence this")
+    unset_hf_deepspeed_config()
+    try:
+        if is_deepspeed_zero3_enabled():
+            raise RuntimeError("transformers still sees a ZeRO-3 config; the memory model cannot be built whole")
+        yield
+    finally:
+        plugin.set_deepspeed_weakref()
+
+
+def check_activation_checkpointing(accelerator, gradient_checkpointing: bool) -> None:
+    """Refuse per-window activation checkpointing under ZeRO-3, which fails in the backward pass.
+
+    ZeRO-3 releases the frozen base parameters after the forward hooks of the recomputed
+    window, so torch's checkpoint finds empty tensors where it saved full ones. DeepSpeed
+    keeps them only while a module's backward is under way, and the memory model's output
+    (a dataclass) gives it no module backward to attach to.
+    """
+    if zero_stage(accelerator) == 3 and gradient_checkpointing:
+        raise ConfigError("model.gradient_checkpointing=true does not work under DeepSpeed ZeRO-3 (the recomputed "
+                          "windows find the frozen base parameters already released); set "
+                          "model.gradient_checkpointing=false, or train with ZeRO-2 "
+                          "(configs/accelerate/deepspeed_zero2.yaml) to keep activation checkpointing")
+
+
+def bucket_sizes(hidden_size: int) -> dict[str, int]:
+    """DeepSpeed's hidden-size rules for the `auto` ZeRO bucket and threshold settings."""
+    return {
+        "reduce_bucket_size": hidden_size * hidden_size,
+        "stage3_prefetch_bucket_size": int(0.9 * hidden_size * hidden_size),
+        "stage3_param_persistence_threshold": 10 * hidden_size,
+    }
+
+
+def configure_deepspeed(accelerator, micro_batch: int, accumulation: int, grad_clip: float,
+                        hidden_size: int | None = None) -> None:
+    """Fill the DeepSpeed config's `auto` values from the training config and the base's hidden size.
+
+    Refuses contradictions, and `auto` sizes when `hidden_size` is not given.
+    """
     if backend(accelerator) != "deepspeed":
         return
+    if torch.distributed.is_initialized() and torch.distributed.get_world_size() != accelerator.num_processes:
+        raise ConfigError(
+            f"DeepSpeed runs {torch.distributed.get_world_size()} processes but Accelerate sees "
+            f"{accelerator.num_processes} (on {accelerator.device.type}, Accelerate does not set up DeepSpeed's "
+            "processes: every one would train as process 0); on a CPU launch one process (--num_processes 1)")
     settings = accelerator.state.deepspeed_plugin.deepspeed_config
     for key in ("optimizer", "scheduler"):
         if key in settings:
             raise ConfigError(f"the DeepSpeed config sets '{key}'; remove it: the optimizer and schedule come from "
                               "the training config (optim.*), and only memory parameters are in the optimizer")
     wanted = {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": accumulation,
+              "train_batch_size": micro_batch * accumulation * accelerator.num_processes,
               "gradient_clipping": grad_clip}
     for key, value in wanted.items():
         current = settings.get(key, "auto")
@@ -55,6 +133,14 @@ def configure_deepspeed(accelerator, micro_batch: int, accumulation: int, grad_c
         elif float(current) != float(value):
             raise ConfigError(f"the DeepSpeed config sets {key}={current}, the training config {value}; "
                               f"set it to \"auto\" in the DeepSpeed JSON")
+    zero = settings.get("zero_optimization") or {}
+    for key, value in bucket_sizes(hidden_size or 0).items():
+        if zero.get(key) != "auto":
+            continue
+        if not hidden_size:
+            raise ConfigError(f"the DeepSpeed config sets zero_optimization.{key} to \"auto\", which needs the "
+                              "base model's hidden size; pass hidden_size or set an integer in the DeepSpeed JSON")
+        zero[key] = value
 
 
 def configure_fsdp(accelerator, model: MemoryModel) -> None:
@@ -76,7 +162,7 @@ def full_memory_parameters(accelerator, model) -> Iterator[MemoryModel]:
     """The unwrapped model with its memory parameters whole (collective: every process enters)."""
     unwrapped = accelerator.unwrap_model(model)
     kind = backend(accelerator)
-    if kind == "deepspeed" and accelerator.state.deepspeed_plugin.zero_stage == 3:
+    if zero_stage(accelerator) == 3:
         import deepspeed
 
         with deepspeed.zero.GatheredParameters(list(unwrapped.memory_parameters().values()), modifier_rank=None):

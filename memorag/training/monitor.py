@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import logging
 import math
+import secrets
+import string
 from pathlib import Path
 from typing import Any
 
 from memorag.io import atomic_write_text
 
 LOG_FILE = "train_log.jsonl"
+WANDB_ID_FILE = "wandb_run_id"
+_RUN_ID_ALPHABET = string.ascii_lowercase + string.digits
 logger = logging.getLogger(__name__)
 
 
@@ -101,8 +105,17 @@ def _start_wandb(output_dir: Path, settings: dict[str, Any], config: dict[str, A
         return None
     if settings.get("mode") == "disabled":
         return None
-    id_file = output_dir / "wandb_run_id"
-    run_id = id_file.read_text().strip() if resuming and id_file.is_file() else wandb.util.generate_id()
+    id_file = output_dir / WANDB_ID_FILE
+    run_id = id_file.read_text().strip() if resuming and id_file.is_file() else new_run_id()
     atomic_write_text(id_file, run_id + "\n")
     return wandb.init(project=settings.get("project"), name=settings.get("name"), mode=settings.get("mode", "offline"),
                       dir=str(output_dir), id=run_id, resume="allow", config=config)
+
+
+def new_run_id(length: int = 8) -> str:
+    """A fresh wandb run id (lowercase letters and digits, as wandb makes them).
+
+    Made here because wandb's own helper (`wandb.util.generate_id`) is not part of its
+    public API and is gone from current releases.
+    """
+    return "".join(secrets.choice(_RUN_ID_ALPHABET) for _ in range(length))

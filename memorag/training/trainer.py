@@ -51,11 +51,13 @@ from . import checkpoint as ckpt
 from .build import build_model
 from .config import TrainConfig
 from .distributed import (
+    check_activation_checkpointing,
     configure_deepspeed,
     configure_fsdp,
     full_memory_parameters,
     load_optimizer,
     save_optimizer,
+    whole_model_construction,
 )
 from .evaluate import ConditionScore, EvalReport, evaluate_heldout, heldout_sequences
 from .monitor import RunLogger
@@ -96,7 +98,9 @@ class Trainer:
             ckpt.remove_partials(self.output_dir)
         acc.wait_for_everyone()
 
-        model = build_model(cfg.model, cfg.memory, bf16=self.bf16)
+        check_activation_checkpointing(acc, cfg.model.gradient_checkpointing)
+        with whole_model_construction(acc):
+            model = build_model(cfg.model, cfg.memory, bf16=self.bf16)
         if self.resume_dir is not None:
             load_memory_weights(model, self.resume_dir)
         model.gradient_checkpointing = cfg.model.gradient_checkpointing
@@ -118,7 +122,8 @@ class Trainer:
             optimizer,
             lambda step: lr_factor(step, self.total_steps, optim.warmup_steps, optim.schedule, optim.min_lr_ratio),
         )
-        configure_deepspeed(acc, cfg.data.batch_size, optim.grad_accumulation, optim.grad_clip)
+        configure_deepspeed(acc, cfg.data.batch_size, optim.grad_accumulation, optim.grad_clip,
+                            hidden_size=model.base_model.config.hidden_size)
         configure_fsdp(acc, model)
         self.model, self.optimizer = acc.prepare(model, optimizer)
         self.eval_sequences = self._eval_sequences()

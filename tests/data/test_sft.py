@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import signal
 
 import pytest
 import torch
 
-from memorag.data import SFTBatches, SFTSample, SFTSpec, collate_samples, read_sft_jsonl, render_sample
+from memorag.data import (
+    NoBatchError,
+    SFTBatches,
+    SFTSample,
+    SFTSpec,
+    collate_samples,
+    read_sft_jsonl,
+    render_sample,
+)
 from memorag.memory import MemoryConfig, MemoryModel
 from memorag.training.build import byte_tokenizer
 from tests.memory.conftest import tiny_base
@@ -151,3 +161,59 @@ def test_too_long_samples_are_skipped(tmp_path):
     assert stream.skipped == sum(length > limit for length in lengths) > 0
     assert kept and all(len(b[0]) <= limit for b in kept)
     assert len(kept) + stream.skipped == 9
+
+
+@contextlib.contextmanager
+def fails_instead_of_hanging(seconds: int = 30):
+    """A regression to the endless skip loop fails the test instead of hanging the suite."""
+
+    def timeout(_signum, _frame):
+        raise TimeoutError(f"the SFT batch loop ran for more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_pass_in_which_no_sample_fits_is_refused_naming_max_length_and_the_longest(tmp_path):
+    path = write_samples(tmp_path / "s.jsonl", count=5)
+    tokenizer = byte_tokenizer()
+    lengths = [len(render_sample(tokenizer, s)) for s in read_sft_jsonl(path)]
+    stream = make_batches(path, sequences_per_batch=1, max_length=min(lengths) - 1, max_epochs=None)
+    with fails_instead_of_hanging(), pytest.raises(NoBatchError) as error:
+        next(stream)
+    message = str(error.value)
+    assert f"data.max_length={min(lengths) - 1}" in message
+    assert f"the longest sample has {max(lengths)} tokens, the shortest {min(lengths)}" in message
+    assert "5 longer than data.max_length" in message
+
+
+def test_samples_beyond_the_models_reach_are_named_as_such(tmp_path):
+    path = write_samples(tmp_path / "s.jsonl", count=4)
+    tokenizer = byte_tokenizer()
+    stream = SFTBatches([path], lambda s: render_sample(tokenizer, s), SFTSpec(window=64, max_epochs=1),
+                        fits=lambda length: length < 10)
+    with fails_instead_of_hanging(), pytest.raises(NoBatchError, match="4 beyond the model's reach"):
+        next(stream)
+
+
+def test_a_pass_in_which_no_bucket_fills_is_refused(tmp_path):
+    path = write_samples(tmp_path / "s.jsonl", count=1)
+    stream = make_batches(path, sequences_per_batch=2, max_epochs=None)
+    with fails_instead_of_hanging(), pytest.raises(NoBatchError, match="lower data.batch_size"):
+        next(stream)
+
+
+def test_a_resume_late_in_a_pass_remembers_the_batches_the_pass_gave(tmp_path):
+    path = write_samples(tmp_path / "s.jsonl", count=4)
+    stream = make_batches(path, sequences_per_batch=1, max_epochs=None)
+    given = [next(stream) for _ in range(4)]  # the whole first pass
+    restored = make_batches(path, sequences_per_batch=1, max_epochs=None)
+    restored.load_state_dict(json.loads(json.dumps(stream.state_dict())))
+    with fails_instead_of_hanging():
+        assert next(restored) == next(stream)  # into the second pass, no refusal
+    assert len(given) == 4

@@ -111,3 +111,30 @@ def test_two_process_ddp_on_cpu_trains_and_resumes_exactly(tmp_path):
     assert sorted(resumed) == [1, 2, 3, 4]
     for step in (3, 4):
         assert resumed[step] == pytest.approx(straight[step], rel=1e-6), step
+
+
+def test_the_debug_sft_config_trains_on_the_shipped_samples(tmp_path):
+    """configs/debug-sft.yaml (named in train/sft.py) over examples/sft_debug.jsonl, as the README runs it."""
+    run_dir = tmp_path / "sft"
+    done = subprocess.run([PYTHON, "train/sft.py", "--config", "configs/debug-sft.yaml",
+                           f"checkpoint.output_dir={run_dir}", "logging.progress_bar=false"],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["reason"] == "finished" and summary["step"] == 16  # 2 epochs of 8 samples, batch 1
+    records = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["event"] == "train"]
+    assert all(0 < r["loss_tokens"] < 200 for r in train)  # target tokens only (contexts are 400-1000 bytes)
+    first, last = sum(r["loss"] for r in train[:3]) / 3, sum(r["loss"] for r in train[-3:]) / 3
+    assert last < first
+    assert (run_dir / "final" / "memory_weights.safetensors").is_file()
+
+
+def test_sft_refuses_a_pass_in_which_no_sample_fits_instead_of_hanging(tmp_path):
+    done = subprocess.run([PYTHON, "train/sft.py", "--config", "configs/debug-sft.yaml",
+                           f"checkpoint.output_dir={tmp_path / 'sft'}", "logging.progress_bar=false",
+                           "optim.max_steps=5", "data.max_length=200"],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "no SFT sample" in done.stderr and "data.max_length=200" in done.stderr
+    assert "the longest sample has" in done.stderr

@@ -1,0 +1,191 @@
+"""Publish memory weights on the Hugging Face hub: a model card filled from the folder, one upload.
+
+    python train/publish.py --weights runs/sft-smollm2/final --repo you/smollm2-memory
+    python train/publish.py --weights runs/sft-smollm2/final --repo you/smollm2-memory --card-only card.md
+
+What is uploaded: `memory_config.json`, `memory_weights.safetensors` (the memory
+parameters only; the base model is not copied) and `README.md`, the card below, in one
+commit. The card is filled from the folder itself: the manifest (base model, memory
+settings, weights hash), the training config saved beside the weights (stage, steps,
+data file names, optimizer) when there is one, and a held-out evaluation JSON (written
+by `train/evaluate.py --out` or a training run's `eval/`) when given. Published
+weights load with `MemoryModel.from_pretrained(base, memory_weights="you/name")`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memorag.memory.checkpoint import CONFIG, WEIGHTS
+from memorag.models import verify_memory_weights
+
+from .checkpoint import TRAIN_CONFIG
+
+CARD_TEMPLATE = """---
+{front_matter}---
+
+# {title}
+
+Memory weights for memorag, an open re-implementation of MemoRAG: with them the frozen
+base model `{base}` reads a long context once, compresses it into memory tokens, and
+writes clues that drive retrieval. This repository holds only the parameters that
+make the base a memory model ({memory_description}); the base model's own weights are
+not included and are loaded from `{base}`.
+
+## Use
+
+```python
+from memorag.memory import MemoryModel
+
+model = MemoryModel.from_pretrained("{base}", memory_weights="{repo_id}")
+memory = model.memorize(open("book.txt").read())
+print(model.generate("Who is the narrator?", memory=memory, max_new_tokens=64))
+```
+
+From the command line: `memorag memorize book.txt --memory-model {base} --memory-weights {repo_id} --out book.mrag`.
+The weights are downloaded once into the hub cache and checked against the hash in
+`memory_config.json` before use.
+
+## Memory settings
+
+| window | ratios | ratio mix | attention | memory parameters | memory embedding starts from |
+|---:|---|---|---|---|---|
+| {window} | {ratios} | {ratio_mix} | {attention} | {memory_params} | the {embed_init} token |
+
+Base model shape the weights were made for: {base_shape}. Loading them into another
+base model is refused.
+
+## Training
+
+{training}
+
+## Evaluation
+
+{evaluation}
+
+## Files
+
+| file | what |
+|---|---|
+| `memory_weights.safetensors` | the memory parameters (sha256 `{weights_sha256}`) |
+| `memory_config.json` | the memory settings, the base model's shape and the weights' hash |
+
+## Limitations
+
+- These weights work only on top of `{base}`; answers are never better than that base
+  model allows.
+- Compression loses detail, more at larger ratios: exact facts far back in a long
+  context may be missed or paraphrased, so check answers against retrieved evidence.
+- How much the memory helps depends on how long and on what it was trained (see
+  Training); weights trained briefly or on narrow text mostly learn a generic prefix.
+"""
+
+
+def _front_matter(base: str, license_id: str | None) -> str:
+    lines = ["tags:", "- memorag", "- memory-model", "- long-context"]
+    if "/" in base and not base.startswith(("/", ".", "random:", "embedded")):
+        lines.append(f"base_model: {base}")
+    if license_id:
+        lines.append(f"license: {license_id}")
+    return "\n".join(lines) + "\n"
+
+
+def _training_section(folder: Path) -> str:
+    config_path = folder / TRAIN_CONFIG
+    if not config_path.is_file():
+        return ("No training record was saved with these weights. Weights that were never trained are copies "
+                "of the base model's projections and its end-of-sequence embedding, and hurt more than they help.")
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    optim, data = config.get("optim") or {}, config.get("data") or {}
+    files = ", ".join(f"`{Path(str(name)).name}`" for name in data.get("files") or []) or "not recorded"
+    length = (f"`optim.max_steps`={optim['max_steps']}" if optim.get("max_steps")
+              else f"{optim.get('epochs', 1)} epoch(s)")
+    stage = {"pretrain": "stage 1 (pretraining on long raw text, next-token loss over every window)",
+             "sft": "stage 2 (clue fine-tuning: loss on the written clues only)"}.get(config.get("stage"), "unknown")
+    rows = [
+        ("stage", stage),
+        ("length", length),
+        ("data files", files),
+        ("sequence length", f"at most {data.get('max_length')} tokens" if config.get("stage") == "sft"
+                            else f"{data.get('min_length')}-{data.get('max_length')} tokens"),
+        ("batch size per process", data.get("batch_size")),
+        ("optimizer", f"AdamW, lr {optim.get('lr')}, {optim.get('schedule')} schedule, "
+                      f"{optim.get('warmup_steps')} warmup steps"),
+        ("precision", config.get("precision")),
+        ("seed", config.get("seed")),
+    ]
+    table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+    return ("Only the memory parameters were trained; the base model stayed frozen.\n\n"
+            "| setting | value |\n|---|---|\n" + table)
+
+
+def _evaluation_section(report: dict[str, Any] | None) -> str:
+    if not report:
+        return "No evaluation was published with these weights."
+    header = (f"Held-out perplexity of the last {report.get('score_windows')} window(s) of {report.get('window')} "
+              f"tokens, over {report.get('num_sequences')} sequence(s) of {report.get('seq_length')} tokens "
+              "(lower is better):")
+    rows = []
+    for name, score in (report.get("conditions") or {}).items():
+        perplexity = score.get("perplexity")
+        shown = f"{perplexity:.3f}" if isinstance(perplexity, int | float) else f"n/a ({score.get('note', '')})"
+        rows.append(f"| {name} | {score.get('tokens')} | {shown} |")
+    return header + "\n\n| condition | scored tokens | perplexity |\n|---|---:|---:|\n" + "\n".join(rows)
+
+
+def model_card(folder: str | Path, repo_id: str, eval_report: dict[str, Any] | None = None,
+               license_id: str | None = None, title: str | None = None) -> str:
+    """The README.md of a memory weights repository, filled from `folder` (verified first)."""
+    root = Path(folder)
+    verify_memory_weights(root)
+    manifest = json.loads((root / CONFIG).read_text(encoding="utf-8"))
+    memory, base = manifest["memory_config"], manifest["base"]
+    projections = {"qkv": "query, key and value", "qkvo": "query, key, value and output"}.get(
+        memory.get("memory_params"), str(memory.get("memory_params")))
+    return CARD_TEMPLATE.format(
+        front_matter=_front_matter(base["base_model"], license_id),
+        title=title or f"{repo_id.split('/')[-1]}: memory weights for {base['base_model']}",
+        base=base["base_model"],
+        repo_id=repo_id,
+        memory_description=f"memory-token {projections} projections in each of {base['num_layers']} layers, and "
+                           "one memory embedding",
+        window=memory.get("window"),
+        ratios=", ".join(str(r) for r in memory.get("ratios", [])),
+        ratio_mix=memory.get("ratio_mix"),
+        attention=memory.get("attention"),
+        memory_params=memory.get("memory_params"),
+        embed_init=memory.get("embed_init"),
+        base_shape=(f"{base['model_type']}, {base['num_layers']} layers, hidden size {base['hidden_size']}, "
+                    f"{base['num_key_value_heads']} key-value heads of dimension {base['head_dim']}"),
+        training=_training_section(root),
+        evaluation=_evaluation_section(eval_report),
+        weights_sha256=manifest["weights_sha256"],
+    )
+
+
+def publish_memory_weights(folder: str | Path, repo_id: str, api=None, private: bool = False,
+                           eval_report: dict[str, Any] | None = None, license_id: str | None = None,
+                           commit_message: str | None = None) -> str:
+    """Create (or reuse) the model repository `repo_id` and upload the weights and their card in one commit.
+
+    `api` is a `huggingface_hub.HfApi` (made here when None; it reads the token that
+    `hf auth login` stored, or $HF_TOKEN). Returns the commit's URL.
+    """
+    from huggingface_hub import CommitOperationAdd
+
+    root = Path(folder)
+    card = model_card(root, repo_id, eval_report=eval_report, license_id=license_id)
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi()
+    api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+    operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(root / name)) for name in (CONFIG, WEIGHTS)]
+    operations.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card.encode("utf-8")))
+    commit = api.create_commit(repo_id, operations=operations, repo_type="model",
+                               commit_message=commit_message or f"Memory weights from {root.name}")
+    return str(getattr(commit, "commit_url", commit))

@@ -1,0 +1,61 @@
+"""What pyproject.toml promises: a distribution name of our own, runtime dependencies the library
+really imports, and a `[train]` extra with tested lower bounds that the README tells users to install."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {Requirement(r).name.lower() for r in requirements}
+
+
+def test_the_distribution_name_does_not_take_the_reference_packages_name():
+    assert PROJECT["name"] == "memorag-open"  # "memorag" on PyPI is the reference implementation
+    assert "memorag-open" in (ROOT / "README.md").read_text()
+
+
+def test_networkx_is_a_dev_dependency_that_no_library_module_imports():
+    assert "networkx" not in _names(PROJECT["dependencies"])
+    assert "networkx" in _names(PROJECT["optional-dependencies"]["dev"])
+    code = ("import importlib, pkgutil, sys\nimport memorag\n"
+            "for info in pkgutil.walk_packages(memorag.__path__, 'memorag.'):\n"
+            "    importlib.import_module(info.name)\n"
+            "print('networkx' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_the_train_extra_has_lower_bounds_that_the_installed_versions_meet():
+    train = [Requirement(r) for r in PROJECT["optional-dependencies"]["train"]]
+    assert {r.name for r in train} >= {"accelerate", "peft", "deepspeed", "datasets", "wandb"}
+    for requirement in train:
+        bounds = [spec for spec in requirement.specifier if spec.operator == ">="]
+        assert bounds, f"{requirement.name} has no lower bound"
+        installed = Version(importlib.metadata.version(requirement.name))
+        assert requirement.specifier.contains(installed), (requirement, installed)
+
+
+def test_make_setup_installs_the_train_extra():
+    assert re.search(r'install .*-c \$\(CONSTRAINTS\) -e "\.\[dev,train\]"', (ROOT / "Makefile").read_text())
+
+
+def test_the_readme_training_section_starts_with_the_install_command_and_lists_the_extras():
+    readme = (ROOT / "README.md").read_text()
+    training = readme.split("\n## Training\n", 1)[1]
+    first_block = training.split("```", 2)[1]
+    assert 'pip install -e ".[train]"' in first_block
+    for extra in PROJECT["optional-dependencies"]:
+        assert f"| `{extra}` |" in readme, extra  # a row of the README's table of extras
