@@ -337,6 +337,7 @@ class Trainer:
             sums = acc.reduce(sums, reduction="sum").cpu()
             for name, (nll, tokens) in zip(names, sums.tolist()):
                 report.scores[name] = ConditionScore(nll, int(tokens), report.scores[name].note)
+            report.per_sequence = {}  # this process's share only: no context-gain interval from it
         report.num_sequences = len(self.eval_sequences)
         report.step = self.step
         if acc.is_main_process:
