@@ -14,6 +14,7 @@ unknown keys are errors, and the resolved config is saved as
     checkpoint  output folder, how often, how many to keep, resume
     logging     JSONL (always), progress bar, wandb
     eval        held-out perplexity in later windows (see `memorag.training.evaluate`)
+    loss        the objective: LM loss, distillation from the full-context base, or both
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ Precision = Literal["auto", "fp32", "bf16"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 Schedule = Literal["cosine", "linear", "constant"]
 WandbMode = Literal["offline", "online", "disabled"]
+LossKind = Literal["lm", "distill", "mix"]
+LOSS_KINDS = ("lm", "distill", "mix")
 
 
 @dataclass
@@ -218,6 +221,26 @@ class EvalSection:
 
 
 @dataclass
+class LossSection:
+    """The training objective (see `memorag.training.distill`).
+
+    `kind`: `lm` (the paper's next-token loss on raw tokens), `distill` (KL from the
+    frozen base reading the whole sequence to the memory model, on the same tokens) or
+    `mix` (`lm + weight * KL`). Distillation needs each sequence to fit in the base
+    model's positions and runs in one process.
+    """
+
+    kind: LossKind = "lm"
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in LOSS_KINDS:
+            raise ValueError(f"loss.kind={self.kind!r} is not valid; allowed: {', '.join(LOSS_KINDS)}")
+        if self.weight < 0:
+            raise ValueError(f"loss.weight={self.weight} must be >= 0")
+
+
+@dataclass
 class TrainConfig:
     """One training run (stage 1 `pretrain` or stage 2 `sft`); see the module docstring."""
 
@@ -231,6 +254,7 @@ class TrainConfig:
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
     eval: EvalSection = field(default_factory=EvalSection)
+    loss: LossSection = field(default_factory=LossSection)
 
     def __post_init__(self) -> None:
         if len(self.memory.ratios) > 1 and self.memory.ratio_mix != "step-random":

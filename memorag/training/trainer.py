@@ -50,6 +50,7 @@ from memorag.memory.schedule import positions_needed
 from . import checkpoint as ckpt
 from .build import build_model
 from .config import TrainConfig
+from .distill import distill_forward
 from .distributed import (
     configure_deepspeed,
     configure_fsdp,
@@ -213,6 +214,15 @@ class Trainer:
                 batches.append(collate_sequences(share))
         return batches
 
+    def _forward(self, input_ids: torch.Tensor, labels: torch.Tensor, seed: int):
+        """One micro-batch's loss under `loss.kind` (lm: the model's own forward)."""
+        if self.cfg.loss.kind == "lm":
+            return self.model(input_ids, labels=labels, ratio_seed=seed)
+        if self.world > 1:
+            raise ValueError(f"loss.kind={self.cfg.loss.kind} runs in one process; use loss.kind=lm to train on "
+                             f"{self.world} processes")
+        return distill_forward(self.unwrapped, input_ids, labels, self.cfg.loss, ratio_seed=seed)
+
     def _train_step(self, batches) -> dict[str, Any]:
         acc, cfg = self.accelerator, self.cfg
         accumulation = len(batches)
@@ -224,7 +234,7 @@ class Trainer:
             sync = contextlib.nullcontext() if index == accumulation - 1 else acc.no_sync(self.model)
             with sync:
                 with acc.autocast():
-                    output = self.model(input_ids.to(acc.device), labels=labels.to(acc.device), ratio_seed=seed)
+                    output = self._forward(input_ids.to(acc.device), labels.to(acc.device), seed)
                 weight = output.num_loss_tokens * accumulation / max(total_tokens, 1)
                 acc.backward(output.loss * weight)
             loss_sum += float(output.loss.detach()) * output.num_loss_tokens
