@@ -47,6 +47,10 @@ class ModelSection:
     - `dtype`: the frozen base weights' dtype; `auto` is bfloat16 under bf16 precision,
       else float32. Memory parameters are always kept in float32.
     - `memory_weights`: start from saved memory weights (stage 2 starts from stage 1).
+    - `memory_rank`: 0 trains the full memory projections (copies of the base ones); r > 0
+      trains a LoRA update of rank r on each copy instead (peft; `memorag.memory.lowrank`),
+      scaled by `memory_alpha / memory_rank` (`memory_alpha` null: scale 1). Saved weights
+      record which; low-rank weights are small enough to ship.
     """
 
     base: str = "embedded"
@@ -56,10 +60,14 @@ class ModelSection:
     init_seed: int = 0
     memory_weights: str | None = None
     gradient_checkpointing: bool = True
+    memory_rank: int = 0
+    memory_alpha: float | None = None
 
     def __post_init__(self) -> None:
         if self.is_random and not self.random_family:
             raise ValueError(f"model.base={self.base!r}: name the family, e.g. random:llama")
+        if self.memory_rank < 0:
+            raise ValueError(f"model.memory_rank={self.memory_rank} must be >= 0 (0: full memory projections)")
 
     @property
     def is_random(self) -> bool:
