@@ -69,7 +69,7 @@ def apply_lowrank(model: MemoryModel, rank: int, alpha: float | None = None) -> 
     for attention in model.memory_attentions():
         for short, copy in attention.memory.items():
             base = getattr(attention.base_layer, attention.projection_names["qkvo".index(short)])
-            same = all(torch.equal(getattr(copy, name).detach().to(p.dtype), p)
+            same = all(p.is_meta or torch.equal(getattr(copy, name).detach().to(p.dtype), p)  # meta: no values
                        for name, p in base.named_parameters())
             if not same:
                 raise ValueError(

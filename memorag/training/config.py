@@ -89,6 +89,9 @@ class DataSection:
     length). `hf_dataset` streams a `datasets` dataset instead (machines with a hub).
     SFT reads JSONL samples (see `memorag.data.sft`) and groups them into batches of
     equal window count; samples longer than `max_length` are skipped.
+    `mixture` records the source shares (`kjv`, `wiki`, `essays`, `synthetic`) of a
+    pretraining mixture: `train/prepare_mix.py --config FILE` builds `files[0]` from them
+    (`memorag.data.mixture`); the trainer itself reads `files`.
     """
 
     files: list[str] = field(default_factory=list)
@@ -105,6 +108,7 @@ class DataSection:
     add_eos: bool = True
     read_chars: int = 65536
     system_prompt: str | None = None
+    mixture: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.min_length < 2 or self.max_length < self.min_length:
