@@ -5,8 +5,8 @@
     python benchmarks/train.py --precisions bf16 --windows 256 --batches 1 --tokens 2048 --steps 3
     python benchmarks/train.py --quick --profile     # also the top operators of one step (torch.profiler)
 
-One training step = forward with the loss, backward, gradient clipping and an AdamW step,
-on the embedded SmolLM2-135M-Instruct with gradient checkpointing per window, memory
+One training step = forward with the loss (the trainer's `objective_forward`, LM loss),
+backward, gradient clipping and an AdamW step, on the embedded SmolLM2-135M-Instruct with gradient checkpointing per window, memory
 parameters in fp32, one fixed ratio (`--ratio`, default 4) so the FLOPs are exact, and the
 low-rank memory projections of the CPU recipe (`--memory-rank`, 0 for the full ones).
 `pretrain` steps read packed text (every token a label); `sft` steps read a clue-SFT
@@ -133,13 +133,16 @@ def time_steps(model, ids, labels, precision: str, steps: int, warmup: int = 1, 
 
     import torch
 
+    from memorag.training.config import LossSection
+    from memorag.training.objectives import objective_forward
+
     params = list(model.memory_parameters().values())
     optimizer = torch.optim.AdamW(params, lr=1e-5)
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
 
     def step():
         with autocast():
-            output = model(ids, labels=labels, ratio_seed=0)
+            output = objective_forward(model, ids, labels, LossSection(kind="lm"), ratio_seed=0)  # the trainer's
         output.loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()

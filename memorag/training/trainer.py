@@ -50,7 +50,6 @@ from memorag.memory.schedule import positions_needed
 from . import checkpoint as ckpt
 from .build import build_model
 from .config import TrainConfig
-from .distill import distill_forward
 from .distributed import (
     configure_deepspeed,
     configure_fsdp,
@@ -60,6 +59,7 @@ from .distributed import (
 )
 from .evaluate import ConditionScore, EvalReport, evaluate_heldout, heldout_sequences
 from .monitor import RunLogger
+from .objectives import objective_forward
 from .schedules import lr_factor, ratio_counts, ratio_seed
 
 logger = logging.getLogger(__name__)
@@ -215,13 +215,14 @@ class Trainer:
         return batches
 
     def _forward(self, input_ids: torch.Tensor, labels: torch.Tensor, seed: int):
-        """One micro-batch's loss under `loss.kind` (lm: the model's own forward)."""
-        if self.cfg.loss.kind == "lm":
-            return self.model(input_ids, labels=labels, ratio_seed=seed)
-        if self.world > 1:
+        """One micro-batch's loss under `loss.kind`: in one process `objectives.objective_forward`
+        (logits of labelled rows only); across processes the wrapped model's forward (lm only)."""
+        if self.world == 1:
+            return objective_forward(self.unwrapped, input_ids, labels, self.cfg.loss, ratio_seed=seed)
+        if self.cfg.loss.kind != "lm":
             raise ValueError(f"loss.kind={self.cfg.loss.kind} runs in one process; use loss.kind=lm to train on "
                              f"{self.world} processes")
-        return distill_forward(self.unwrapped, input_ids, labels, self.cfg.loss, ratio_seed=seed)
+        return self.model(input_ids, labels=labels, ratio_seed=seed)
 
     def _train_step(self, batches) -> dict[str, Any]:
         acc, cfg = self.accelerator, self.cfg

@@ -1,7 +1,7 @@
 """Training objectives: the paper's LM loss, and distillation from the base reading the full context.
 
 `loss.kind` (`memorag.training.config.LossSection`):
-- `lm`: next-token cross-entropy on raw tokens (`MemoryModel.forward`);
+- `lm`: next-token cross-entropy on raw tokens (the loss of `MemoryModel.forward`);
 - `distill`: KL(teacher || memory model) per raw token with a label, where the teacher is
   the frozen base model reading the *whole* sequence with no compression (it fits in its
   positions at the training lengths); the memory model reads the same tokens window by
@@ -11,7 +11,10 @@
 The KL target is a full distribution per token (49K probabilities for SmolLM2) instead of
 one label, a denser signal per step. Both losses are averaged over the same tokens (those
 with a label, shifted as in `forward`). The windows run as in `MemoryModel.forward`
-(functional cache, one activation checkpoint per window), only the per-window loss differs.
+(functional cache, one activation checkpoint per window), but logits are computed only
+for rows with a label: the same loss and gradients as `MemoryModel.forward`, without the
+logits of context rows that carry no loss (most of an SFT sample; each row's logits cost
+a quarter of the rest of the model for SmolLM2's 49K vocabulary).
 """
 
 from __future__ import annotations
@@ -48,15 +51,17 @@ def teacher_logits(model: MemoryModel, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def window_losses(model: MemoryModel, hidden: torch.Tensor, targets: torch.Tensor,
-                  teacher: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                  teacher: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed cross-entropy and summed KL(teacher || student) over the window's tokens with a label.
 
     `hidden` [B, n, D] (raw rows, before the final norm), `targets` [B, n] (-100: no loss),
-    `teacher` [B, n, V] logits at the same rows.
+    `teacher` [B, n, V] logits at the same rows (None: no KL, returned as 0).
     """
     keep = targets != -100  # [B, n]
     logits = model.lm_head(model.final_norm(hidden[keep])).float()  # [k, V]
     lm = F.cross_entropy(logits, targets[keep], reduction="sum")
+    if teacher is None:
+        return lm, torch.zeros((), device=lm.device)
     student = F.log_softmax(logits, dim=-1)
     target = F.log_softmax(teacher[keep].float(), dim=-1)
     kl = F.kl_div(student, target, log_target=True, reduction="sum")
@@ -73,11 +78,11 @@ def _ratio_function(model: MemoryModel, total: int, seed: int | None):
     return lambda index: window_ratio(index, config.ratios, config.ratio_mix, seed)
 
 
-def distill_forward(model: MemoryModel, input_ids: torch.Tensor, labels: torch.Tensor, loss: LossSection,
-                    ratio_seed: int | None = None) -> ObjectiveOutput:
-    """The `distill` / `mix` objective of `input_ids` [B, N] with `labels` [B, N] (HF convention)."""
+def objective_forward(model: MemoryModel, input_ids: torch.Tensor, labels: torch.Tensor, loss: LossSection,
+                      ratio_seed: int | None = None) -> ObjectiveOutput:
+    """The `loss.kind` objective of `input_ids` [B, N] with `labels` [B, N] (HF convention)."""
     batch, total = input_ids.shape
-    teacher = teacher_logits(model, input_ids)  # [B, N, V]
+    teacher = teacher_logits(model, input_ids) if loss.kind != "lm" else None  # [B, N, V]
     targets = torch.cat([labels[:, 1:], labels.new_full((batch, 1), -100)], dim=1)  # [B, N]
     ratio_of = _ratio_function(model, total, ratio_seed)
     cache = model.new_cache(functional=True)
@@ -85,13 +90,14 @@ def distill_forward(model: MemoryModel, input_ids: torch.Tensor, labels: torch.T
     lm_sum = kl_sum = torch.zeros((), device=input_ids.device)
     for start in range(0, total, window):
         piece = slice(start, start + window)
-        lm, kl = _window(model, input_ids[:, piece], targets[:, piece], teacher[:, piece], cache, ratio_of)
+        window_teacher = teacher[:, piece] if teacher is not None else None
+        lm, kl = _window(model, input_ids[:, piece], targets[:, piece], window_teacher, cache, ratio_of)
         lm_sum, kl_sum = lm_sum + lm, kl_sum + kl
     count = int((targets != -100).sum())
     lm_mean, kl_mean = lm_sum / max(count, 1), kl_sum / max(count, 1)
-    value = kl_mean if loss.kind == "distill" else lm_mean + loss.weight * kl_mean
+    value = {"lm": lm_mean, "distill": kl_mean}.get(loss.kind, lm_mean + loss.weight * kl_mean)
     return ObjectiveOutput(loss=value, num_loss_tokens=count, lm_loss=float(lm_mean.detach()),
-                           kl_loss=float(kl_mean.detach()))
+                           kl_loss=float(kl_mean.detach()) if teacher is not None else float("nan"))
 
 
 def _window(model: MemoryModel, ids, targets, teacher, cache: MemoryCache, ratio_of):
