@@ -152,3 +152,23 @@ def test_families_with_biases_and_norms_reload_the_same(family, tmp_path):
     reloaded = fresh(family=family)
     load_memory_weights(reloaded, tmp_path / "w")
     assert torch.allclose(outputs(model, ids), outputs(reloaded, ids), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_lowrank_weights_of_the_embedded_model_load_through_from_pretrained(tmp_path):
+    model = apply_lowrank(MemoryModel.from_pretrained(config=MemoryConfig(window=64, ratios=[4])), rank=2)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.memory_parameters().items():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
+    model.save_memory_weights(tmp_path / "w")
+    assert (tmp_path / "w" / "memory_weights.safetensors").stat().st_size < 1e6
+    loaded = MemoryModel.from_pretrained(memory_weights=tmp_path / "w")
+    assert describe_projections(loaded)["rank"] == 2
+    text = "In the beginning God created the heaven and the earth. " * 12
+    mine, theirs = model.memorize(text, show_progress=False), loaded.memorize(text, show_progress=False)
+    assert mine.num_entries == theirs.num_entries > 0
+    assert all(torch.equal(a, b) for a, b in zip(mine.keys, theirs.keys))
+    assert loaded.generate("Who created the earth?", memory=theirs, max_new_tokens=4) == model.generate(
+        "Who created the earth?", memory=mine, max_new_tokens=4)
