@@ -209,7 +209,9 @@ class EvalSection:
     alone (no memory) and the full context (when it fits in the model's positions).
     `every_steps` = 0 turns evaluation during training off; `at_start` / `at_end` run it
     before the first and after the last step. `other_text_control` adds, per ratio, the
-    same scored windows after a memory of another held-out sequence (a content check).
+    same scored windows each read after a same-length memory of another held-out sequence
+    (the whole memory swapped), and with the baselines the context gain: (other - own) /
+    (no memory - full context), with a bootstrap interval over sequences.
     """
 
     files: list[str] = field(default_factory=list)

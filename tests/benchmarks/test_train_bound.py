@@ -98,3 +98,15 @@ def test_sft_bound_counts_logits_of_labelled_rows_only():
     full = train_step_flops(1024, 256, 4)
     sft = train_step_flops(1024, 256, 4, logit_rows=64)
     assert full["linear"] - sft["linear"] == pytest.approx(3 * 2 * 576 * 49152 * (1024 - 64))  # fwd, recompute, bwd
+
+
+def test_time_steps_trains_the_memory_parameters():
+    from benchmarks.train import time_steps
+
+    model = tiny_memory_model(window=16, ratios=[4])
+    model.gradient_checkpointing = True
+    ids = random_ids(32)
+    before = model.memory_embedding.detach().clone()
+    result = time_steps(model.train(), ids, ids.clone(), "fp32", steps=2, warmup=0)
+    assert len(result["all_seconds"]) == 2 and result["seconds"] > 0
+    assert not torch.equal(before, model.memory_embedding.detach())
