@@ -51,6 +51,7 @@ bench: setup
 	$(PYTHON) benchmarks/memorize.py
 	$(PYTHON) benchmarks/retrieval.py
 	$(PYTHON) benchmarks/pipeline.py
+	$(PYTHON) benchmarks/train.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

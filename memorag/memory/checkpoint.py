@@ -19,6 +19,7 @@ from safetensors.torch import load_file, save_file
 from memorag.io import atomic_directory, is_saved, read_json_manifest, sha256_file
 
 from .config import MemoryConfig
+from .lowrank import describe_projections, match_projections
 from .schedule import LAYOUT
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ def save_memory_weights(model: MemoryModel, directory: str | Path) -> Path:
             "format_version": FORMAT_VERSION,
             "layout": LAYOUT,
             "memory_config": model.config.to_dict(),
+            "projections": describe_projections(model),  # full, or low-rank (memorag/memory/lowrank.py)
             "base": _base_identity(model),
             "weights_sha256": sha256_file(staging / WEIGHTS),
         }
@@ -103,6 +105,7 @@ def load_memory_weights(model: MemoryModel, directory: str | Path) -> None:
             f"memory weights in {root} were trained for {saved}, not for this base model {mine}"
         )
     tensors = load_file(str(root / WEIGHTS))
+    match_projections(model, document.get("projections"), where=f"the memory weights in {root}")
     params = model.memory_parameters()
     if set(tensors) != set(params):
         missing, extra = sorted(set(params) - set(tensors)), sorted(set(tensors) - set(params))

@@ -94,6 +94,10 @@ def build_model(
         check_architecture(model, built.base_model.config)
         if device is not None:
             built.to(device)
+    if model.memory_rank:
+        from memorag.memory.lowrank import apply_lowrank
+
+        apply_lowrank(built, model.memory_rank, model.memory_alpha)
     if model.memory_weights is not None and str(device) != "meta":
         from memorag.memory.checkpoint import load_memory_weights
         from memorag.models import resolve_memory_weights

@@ -14,6 +14,7 @@ unknown keys are errors, and the resolved config is saved as
     checkpoint  output folder, how often, how many to keep, resume
     logging     JSONL (always), progress bar, wandb
     eval        held-out perplexity in later windows (see `memorag.training.evaluate`)
+    loss        the objective: LM loss, distillation from the full-context base, or both
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ Precision = Literal["auto", "fp32", "bf16"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 Schedule = Literal["cosine", "linear", "constant"]
 WandbMode = Literal["offline", "online", "disabled"]
+LossKind = Literal["lm", "distill", "mix"]
+LOSS_KINDS = ("lm", "distill", "mix")
 
 
 @dataclass
@@ -44,6 +47,10 @@ class ModelSection:
     - `dtype`: the frozen base weights' dtype; `auto` is bfloat16 under bf16 precision,
       else float32. Memory parameters are always kept in float32.
     - `memory_weights`: start from saved memory weights (stage 2 starts from stage 1).
+    - `memory_rank`: 0 trains the full memory projections (copies of the base ones); r > 0
+      trains a LoRA update of rank r on each copy instead (peft; `memorag.memory.lowrank`),
+      scaled by `memory_alpha / memory_rank` (`memory_alpha` null: scale 1). Saved weights
+      record which; low-rank weights are small enough to ship.
     """
 
     base: str = "embedded"
@@ -53,10 +60,14 @@ class ModelSection:
     init_seed: int = 0
     memory_weights: str | None = None
     gradient_checkpointing: bool = True
+    memory_rank: int = 0
+    memory_alpha: float | None = None
 
     def __post_init__(self) -> None:
         if self.is_random and not self.random_family:
             raise ValueError(f"model.base={self.base!r}: name the family, e.g. random:llama")
+        if self.memory_rank < 0:
+            raise ValueError(f"model.memory_rank={self.memory_rank} must be >= 0 (0: full memory projections)")
 
     @property
     def is_random(self) -> bool:
@@ -78,6 +89,9 @@ class DataSection:
     length). `hf_dataset` streams a `datasets` dataset instead (machines with a hub).
     SFT reads JSONL samples (see `memorag.data.sft`) and groups them into batches of
     equal window count; samples longer than `max_length` are skipped.
+    `mixture` records the source shares (`kjv`, `wiki`, `essays`, `synthetic`) of a
+    pretraining mixture: `train/prepare_mix.py --config FILE` builds `files[0]` from them
+    (`memorag.data.mixture`); the trainer itself reads `files`.
     """
 
     files: list[str] = field(default_factory=list)
@@ -94,6 +108,7 @@ class DataSection:
     add_eos: bool = True
     read_chars: int = 65536
     system_prompt: str | None = None
+    mixture: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.min_length < 2 or self.max_length < self.min_length:
@@ -194,7 +209,9 @@ class EvalSection:
     alone (no memory) and the full context (when it fits in the model's positions).
     `every_steps` = 0 turns evaluation during training off; `at_start` / `at_end` run it
     before the first and after the last step. `other_text_control` adds, per ratio, the
-    same scored windows after a memory of another held-out sequence (a content check).
+    same scored windows each read after a same-length memory of another held-out sequence
+    (the whole memory swapped), and with the baselines the context gain: (other - own) /
+    (no memory - full context), with a bootstrap interval over sequences.
     """
 
     files: list[str] = field(default_factory=list)
@@ -218,6 +235,26 @@ class EvalSection:
 
 
 @dataclass
+class LossSection:
+    """The training objective (see `memorag.training.distill`).
+
+    `kind`: `lm` (the paper's next-token loss on raw tokens), `distill` (KL from the
+    frozen base reading the whole sequence to the memory model, on the same tokens) or
+    `mix` (`lm + weight * KL`). Distillation needs each sequence to fit in the base
+    model's positions and runs in one process.
+    """
+
+    kind: LossKind = "lm"
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in LOSS_KINDS:
+            raise ValueError(f"loss.kind={self.kind!r} is not valid; allowed: {', '.join(LOSS_KINDS)}")
+        if self.weight < 0:
+            raise ValueError(f"loss.weight={self.weight} must be >= 0")
+
+
+@dataclass
 class TrainConfig:
     """One training run (stage 1 `pretrain` or stage 2 `sft`); see the module docstring."""
 
@@ -231,6 +268,7 @@ class TrainConfig:
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
     eval: EvalSection = field(default_factory=EvalSection)
+    loss: LossSection = field(default_factory=LossSection)
 
     def __post_init__(self) -> None:
         if len(self.memory.ratios) > 1 and self.memory.ratio_mix != "step-random":

@@ -12,9 +12,17 @@ condition scores exactly the same tokens:
   memory must beat).
 - `full context`: the frozen base model over the whole sequence, when it fits in the
   model's positions (the ceiling: nothing compressed).
-- `memory r=R, other text` (optional control): the same scored windows after a memory
-  of the earlier windows of *another* held-out sequence. A memory that carries content
-  helps less here; a gain that survives it is a generic prefix effect.
+- `memory r=R, other text` (optional control): each scored window [s, e) read after a
+  memory of the same length made from *another* held-out sequence (its first s tokens)
+  instead of its own. The whole memory is replaced for every scored window: no window
+  of the scored text's own memory remains (a later scored window does not see the
+  memory of an earlier scored one). A memory that carries content helps less here; a
+  gain that survives it is a generic prefix effect.
+
+With all four conditions scored (own memory a, other text's memory b, no memory c,
+full context d), the report gives per ratio the *context gain*: (b - a) / (c - d) in
+mean NLL, the share of the window-to-full-context gap that the memory's content (not
+its mere presence) closes, with a seeded bootstrap confidence interval over sequences.
 
 `evaluate_heldout` returns an `EvalReport` (a table and JSON); the trainer runs it
 every `eval.every_steps` steps, and `train/evaluate.py` runs it on a checkpoint.
@@ -33,12 +41,13 @@ from pathlib import Path
 import torch
 
 from memorag.io import atomic_write_text
-from memorag.memory import MemoryModel
+from memorag.memory import Memory, MemoryModel
 from memorag.memory.schedule import positions_needed
 
 logger = logging.getLogger(__name__)
 NO_MEMORY = "no memory"
 FULL_CONTEXT = "full context"
+BOOTSTRAP_SAMPLES = 2000
 
 
 def memory_condition(ratio: int) -> str:
@@ -72,8 +81,27 @@ class EvalReport:
     window: int = 0
     score_windows: int = 1
     step: int | None = None
+    # per condition, each counted sequence's (NLL sum, tokens): what the bootstrap resamples
+    per_sequence: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    bootstrap_seed: int = 0
+
+    def context_gains(self) -> dict[int, dict[str, float]]:
+        """Per ratio with all four conditions scored: (b - a) / (c - d) and its 95% bootstrap interval."""
+        gains = {}
+        for name in self.scores:
+            if not name.startswith("memory r=") or name.endswith("other text"):
+                continue
+            ratio = int(name.removeprefix("memory r="))
+            conditions = [name, other_text_condition(ratio), NO_MEMORY, FULL_CONTEXT]
+            rows = [self.per_sequence.get(c, []) for c in conditions]
+            if any(not r or len(r) != len(rows[0]) for r in rows):
+                continue
+            gains[ratio] = context_gain(*[torch.tensor(r, dtype=torch.float64) for r in rows],
+                                        seed=self.bootstrap_seed)
+        return gains
 
     def to_dict(self) -> dict:
+        gains = self.context_gains()
         return {
             "step": self.step,
             "num_sequences": self.num_sequences,
@@ -85,6 +113,9 @@ class EvalReport:
                        "tokens": score.tokens, **({"note": score.note} if score.note else {})}
                 for name, score in self.scores.items()
             },
+            **({"context_gain": {f"r={ratio}": gain for ratio, gain in gains.items()}} if gains else {}),
+            **({"per_sequence": {name: [[round(nll, 6), count] for nll, count in rows]
+                                 for name, rows in self.per_sequence.items()}} if self.per_sequence else {}),
         }
 
     def table(self) -> str:
@@ -97,10 +128,37 @@ class EvalReport:
                 lines.append(f"| {name} | {score.tokens} | {score.mean_nll:.4f} | {score.perplexity:.3f} |")
             else:
                 lines.append(f"| {name} | 0 | n/a | n/a ({score.note}) |")
+        gains = self.context_gains()
+        if gains:
+            lines += ["", "context gain = (other text - own memory) / (no memory - full context), mean NLL, "
+                      f"95% bootstrap interval over {self.num_sequences} sequences", "",
+                      "| ratio | context gain | 95% interval |", "|---|---:|---|"]
+            for ratio, gain in gains.items():
+                lines.append(f"| {ratio} | {gain['share']:.1%} | {gain['low']:.1%} .. {gain['high']:.1%} |")
         return "\n".join(lines)
 
     def save(self, path: str | Path) -> Path:
         return atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def context_gain(own: torch.Tensor, other: torch.Tensor, alone: torch.Tensor, full: torch.Tensor,
+                 seed: int = 0, samples: int = BOOTSTRAP_SAMPLES) -> dict[str, float]:
+    """(b - a) / (c - d) of mean NLLs from per-sequence [S, 2] (NLL sum, tokens) rows, with a
+    95% percentile bootstrap interval over sequences (resampled with a generator seeded by `seed`)."""
+
+    def share(index: torch.Tensor) -> torch.Tensor:  # index [K, S] -> [K]
+        mean = lambda rows: rows[index, 0].sum(-1) / rows[index, 1].sum(-1)
+        return (mean(other) - mean(own)) / (mean(alone) - mean(full))
+
+    count = own.shape[0]
+    point = float(share(torch.arange(count)[None])[0])
+    generator = torch.Generator().manual_seed(seed)
+    draws = share(torch.randint(0, count, (samples, count), generator=generator))
+    draws = draws[torch.isfinite(draws)]
+    low, high = (torch.quantile(draws, torch.tensor([0.025, 0.975], dtype=draws.dtype)).tolist()
+                 if draws.numel() else (math.nan, math.nan))
+    return {"share": point, "low": low, "high": high, "sequences": count, "bootstrap_samples": samples,
+            "seed": seed}
 
 
 def heldout_sequences(cfg, tokenizer) -> list[list[int]]:
@@ -154,6 +212,28 @@ def _memory_nll(model: MemoryModel, ids: torch.Tensor, ratio: int, spans: list[t
             logits = model.lm_head(model.final_norm(torch.cat(hidden, 1)))[0, :-1]  # [n - 1, V]
             piece = _nll(logits, ids[0, start + 1 : end])
             nll, count = nll + piece[0], count + piece[1]
+    return nll, count
+
+
+def _swapped_memory_nll(model: MemoryModel, ids: torch.Tensor, other: torch.Tensor, ratio: int,
+                        spans: list[tuple[int, int]]) -> tuple[float, int]:
+    """Each span of `ids` [1, N] read after the memory of `other`'s tokens before it (the same
+    length of another text) in place of its own: the whole memory is the other text's."""
+    window, length = model.config.window, ids.shape[1]
+    cache = model.new_cache(reserve=positions_needed(length, window, ratio))
+    ratio_of = lambda _index: ratio
+    nll, count = 0.0, 0
+    for start, end in spans:
+        done = cache.state.num_tokens
+        if start > done:
+            model.feed(other[:, done:start], cache, ratio_of)
+        keys, values = cache.export()  # a copy: the other text's memory goes on unchanged
+        borrowed = Memory(keys, values, cache.state, identity=model.identity(), ratio=ratio)
+        scoring = model.new_cache(borrowed, reserve=window + window // ratio)
+        hidden = model.feed(ids[:, start:end], scoring, ratio_of, keep_hidden=True)
+        logits = model.lm_head(model.final_norm(torch.cat(hidden, 1)))[0, :-1]  # [n - 1, V]
+        piece = _nll(logits, ids[0, start + 1 : end])
+        nll, count = nll + piece[0], count + piece[1]
     return nll, count
 
 
@@ -221,7 +301,8 @@ def evaluate_heldout(
     """Score the held-out `sequences` under every condition (see the module docstring).
 
     `weights[i]` = 0 runs sequence i without counting it (keeps distributed ranks in step).
-    `other_text` adds the control conditions (needs two sequences or more).
+    `other_text` adds the control conditions (needs two sequences or more): sequence i
+    borrows the memory of sequence (i + S // 2) mod S, the farthest in the list.
     """
     if not sequences:
         raise ValueError("no held-out sequences to evaluate")
@@ -260,14 +341,14 @@ def evaluate_heldout(
                     for ratio in ratios if controls else ():
                         name = other_text_condition(ratio)
                         if not report.scores[name].note:
-                            other = list(sequences[(index + 1) % len(sequences)])
-                            start = spans[0][0]  # a window boundary: the scored windows stay whole
-                            spliced = torch.tensor([other[:start] + list(sequence)[start:]], device=model.device)
-                            results[name] = _memory_nll(model, spliced, ratio, spans)
+                            partner = (index + max(len(sequences) // 2, 1)) % len(sequences)
+                            other = torch.tensor([list(sequences[partner])], dtype=torch.long, device=model.device)
+                            results[name] = _swapped_memory_nll(model, ids, other, ratio, spans)
                 if weights is None or weights[index] > 0:
                     for name, (nll, count) in results.items():
                         report.scores[name].nll_sum += nll
                         report.scores[name].tokens += count
+                        report.per_sequence.setdefault(name, []).append((nll, count))
     finally:
         model.train(was_training)
     return report

@@ -61,6 +61,7 @@ from .distributed import (
 )
 from .evaluate import ConditionScore, EvalReport, evaluate_heldout, heldout_sequences
 from .monitor import RunLogger
+from .objectives import objective_forward
 from .schedules import lr_factor, ratio_counts, ratio_seed
 
 logger = logging.getLogger(__name__)
@@ -218,6 +219,16 @@ class Trainer:
                 batches.append(collate_sequences(share))
         return batches
 
+    def _forward(self, input_ids: torch.Tensor, labels: torch.Tensor, seed: int):
+        """One micro-batch's loss under `loss.kind`: in one process `objectives.objective_forward`
+        (logits of labelled rows only); across processes the wrapped model's forward (lm only)."""
+        if self.world == 1:
+            return objective_forward(self.unwrapped, input_ids, labels, self.cfg.loss, ratio_seed=seed)
+        if self.cfg.loss.kind != "lm":
+            raise ValueError(f"loss.kind={self.cfg.loss.kind} runs in one process; use loss.kind=lm to train on "
+                             f"{self.world} processes")
+        return self.model(input_ids, labels=labels, ratio_seed=seed)
+
     def _train_step(self, batches) -> dict[str, Any]:
         acc, cfg = self.accelerator, self.cfg
         accumulation = len(batches)
@@ -229,7 +240,7 @@ class Trainer:
             sync = contextlib.nullcontext() if index == accumulation - 1 else acc.no_sync(self.model)
             with sync:
                 with acc.autocast():
-                    output = self.model(input_ids.to(acc.device), labels=labels.to(acc.device), ratio_seed=seed)
+                    output = self._forward(input_ids.to(acc.device), labels.to(acc.device), seed)
                 weight = output.num_loss_tokens * accumulation / max(total_tokens, 1)
                 acc.backward(output.loss * weight)
             loss_sum += float(output.loss.detach()) * output.num_loss_tokens
@@ -342,6 +353,7 @@ class Trainer:
             sums = acc.reduce(sums, reduction="sum").cpu()
             for name, (nll, tokens) in zip(names, sums.tolist()):
                 report.scores[name] = ConditionScore(nll, int(tokens), report.scores[name].note)
+            report.per_sequence = {}  # this process's share only: no context-gain interval from it
         report.num_sequences = len(self.eval_sequences)
         report.step = self.step
         if acc.is_main_process:

@@ -11,6 +11,7 @@ from memorag.memory import MemoryConfig, MemoryModel
 from memorag.training.evaluate import (
     FULL_CONTEXT,
     NO_MEMORY,
+    context_gain,
     evaluate_heldout,
     memory_condition,
     scored_spans,
@@ -106,15 +107,69 @@ def test_fp32_memory_beside_a_bf16_base_is_scored_in_bf16():
     assert all(p.dtype == torch.float32 for p in memory_model.memory_parameters().values())  # restored
 
 
-def test_the_other_text_control_reads_another_sequence_before_the_same_windows():
+def _nll_after(memory_model, memory, window_ids):
+    """Summed NLL of a window's own next-token predictions read after `memory`, by hand."""
+    with torch.no_grad():
+        logits = memory_model(window_ids, memory=memory, return_logits=True).logits[0, :-1]
+    return float(torch.nn.functional.cross_entropy(logits, window_ids[0, 1:], reduction="sum"))
+
+
+def test_the_other_text_control_replaces_the_whole_memory_of_every_scored_window():
     memory_model = model()
     sequences = [random_ids(64, seed=s)[0].tolist() for s in range(2)]
-    report = evaluate_heldout(memory_model, sequences, ratios=[4], baselines=False, other_text=True)
-    spliced = [sequences[1][:48] + sequences[0][48:], sequences[0][:48] + sequences[1][48:]]
-    direct = evaluate_heldout(memory_model, spliced, ratios=[4], baselines=False)
+    report = evaluate_heldout(memory_model, sequences, ratios=[4], score_windows=2, baselines=False,
+                              other_text=True)
     control = report.scores["memory r=4, other text"]
-    assert control.tokens == 30
-    assert control.nll_sum == pytest.approx(direct.scores["memory r=4"].nll_sum, rel=1e-6)
-    assert control.nll_sum != pytest.approx(report.scores["memory r=4"].nll_sum, rel=1e-6)
+    assert control.tokens == 2 * 2 * 15
+    expected = 0.0
+    for own, other in ((0, 1), (1, 0)):
+        own_ids = torch.tensor([sequences[own]])
+        for start in (32, 48):  # each scored window after the other text's first `start` tokens, nothing of its own
+            memory = memory_model.memorize(sequences[other][:start], show_progress=False)
+            assert memory.num_entries == start // 4
+            expected += _nll_after(memory_model, memory, own_ids[:, start : start + 16])
+    assert control.nll_sum == pytest.approx(expected, rel=1e-5)
+    # the old splice (other text only before the first scored window) is not what is computed
+    spliced = [sequences[1][:32] + sequences[0][32:], sequences[0][:32] + sequences[1][32:]]
+    splice = evaluate_heldout(memory_model, spliced, ratios=[4], score_windows=2, baselines=False)
+    assert control.nll_sum != pytest.approx(splice.scores["memory r=4"].nll_sum, rel=1e-4)
+    assert control.nll_sum != pytest.approx(report.scores["memory r=4"].nll_sum, rel=1e-4)
+    assert [count for _, count in report.per_sequence["memory r=4, other text"]] == [30, 30]
     single = evaluate_heldout(memory_model, sequences[:1], ratios=[4], baselines=False, other_text=True)
     assert single.scores["memory r=4, other text"].note == "needs two held-out sequences"
+
+
+def test_the_partner_is_the_farthest_sequence():
+    memory_model = model()
+    sequences = [random_ids(48, seed=s)[0].tolist() for s in range(4)]
+    report = evaluate_heldout(memory_model, sequences, ratios=[4], baselines=False, other_text=True)
+    first_own = torch.tensor([sequences[0]])
+    memory = memory_model.memorize(sequences[2][:32], show_progress=False)  # partner of 0 is 0 + 4 // 2
+    expected = _nll_after(memory_model, memory, first_own[:, 32:])
+    assert report.per_sequence["memory r=4, other text"][0][0] == pytest.approx(expected, rel=1e-5)
+
+
+def test_context_gain_is_the_share_of_the_gap_with_a_seeded_interval():
+    rows = lambda values: torch.tensor([[v * 10, 10] for v in values], dtype=torch.float64)
+    own, other, alone, full = rows([2.0, 2.2, 1.8]), rows([2.5, 2.4, 2.3]), rows([3.0, 3.2, 2.8]), rows([1.0, 1.2, 0.8])
+    gain = context_gain(own, other, alone, full, seed=7)
+    assert gain["share"] == pytest.approx((2.4 - 2.0) / (3.0 - 1.0))
+    assert gain["low"] <= gain["share"] <= gain["high"]
+    assert gain == context_gain(own, other, alone, full, seed=7)  # seeded
+    assert gain["low"] >= (2.3 - 2.2) / 2.0 - 1e-9 and gain["high"] <= (2.5 - 1.8) / 2.0 + 1e-9
+
+
+def test_the_report_gives_the_context_gain_when_all_four_conditions_are_scored(tmp_path):
+    memory_model = model()
+    sequences = [random_ids(48, seed=s)[0].tolist() for s in range(3)]
+    report = evaluate_heldout(memory_model, sequences, ratios=[4], other_text=True)
+    gains = report.context_gains()
+    mean = lambda name: report.scores[name].mean_nll
+    expected = (mean("memory r=4, other text") - mean("memory r=4")) / (mean(NO_MEMORY) - mean(FULL_CONTEXT))
+    assert gains[4]["share"] == pytest.approx(expected)
+    assert "context gain" in report.table()
+    report.save(tmp_path / "r.json")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["context_gain"]["r=4"]["share"] == pytest.approx(expected)
+    assert len(data["per_sequence"][NO_MEMORY]) == 3
+    assert evaluate_heldout(memory_model, sequences, ratios=[4]).context_gains() == {}  # no control, no gain

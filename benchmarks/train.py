@@ -1,0 +1,250 @@
+"""Training speed of the embedded memory model beside the lower bound this machine allows.
+
+    python benchmarks/train.py --quick               # a smoke: bf16, window 256, batch 1, both stages, 512 tokens
+    python benchmarks/train.py                       # the grid: bf16/fp32 x window 1024/256 x batch 1/2 x both stages
+    python benchmarks/train.py --precisions bf16 --windows 256 --batches 1 --tokens 2048 --steps 3
+    python benchmarks/train.py --quick --profile     # also the top operators of one step (torch.profiler)
+
+One training step = forward with the loss (the trainer's `objective_forward`, LM loss),
+backward, gradient clipping and an AdamW step, on the embedded SmolLM2-135M-Instruct with gradient checkpointing per window, memory
+parameters in fp32, one fixed ratio (`--ratio`, default 4) so the FLOPs are exact, and the
+low-rank memory projections of the CPU recipe (`--memory-rank`, 0 for the full ones).
+`pretrain` steps read packed text (every token a label); `sft` steps read a clue-SFT
+sample (context, instruction, a target; loss on the target only) of the same length.
+
+The bound (`train_step_flops`, checked call by call in tests/benchmarks/test_train_bound.py)
+counts the work a step must do: the forward (every raw and memory row through each layer,
+attention as `benchmarks/roofline.py` counts it, and the logits), the backward through the
+frozen base (input gradients only; weight gradients for the memory projections alone),
+the backward of attention (twice its forward: dQ, dK, dV and the score gradients) and,
+under checkpointing, the recomputed forward. `bounds` from roofline.py turns it into
+seconds at this machine's measured GEMM peak and fused attention rate; tokens/s of the
+bound is the most a step could do. The logits are counted for the rows that have a label
+(the least a step needs; for SFT this is the target only), so a step that computes more
+shows it as a lower share of the bound.
+
+Prints a markdown table and writes JSON (`--json`, default benchmarks/results/train.json;
+`--quick` writes train-quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from benchmarks.roofline import Shape, bounds, measure_peaks, memorize_scores  # noqa: E402
+
+VOCAB = 49152  # SmolLM2's vocabulary
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def memory_projection_widths(shape: Shape, memory_params: str = "qkv") -> list[tuple[int, int]]:
+    """(in, out) of each memory projection of one layer."""
+    widths = [(shape.hidden, shape.heads * shape.head_dim), (shape.hidden, shape.kv_heads * shape.head_dim),
+              (shape.hidden, shape.kv_heads * shape.head_dim)]
+    if memory_params == "qkvo":
+        widths.append((shape.heads * shape.head_dim, shape.hidden))
+    return widths
+
+
+def train_step_flops(num_tokens: int, window: int, ratio: int, shape: Shape = Shape(), batch: int = 1,
+                     vocab: int = VOCAB, logit_rows: int | None = None, memory_rank: int = 0,
+                     memory_params: str = "qkv", checkpointing: bool = True) -> dict[str, float]:
+    """FLOPs of one training step on `batch` sequences of `num_tokens` (a whole number of windows).
+
+    Returns `linear` and `attention` (totals, for `roofline.bounds`) and the parts:
+    `forward_linear`, `logits` (forward), `backward_linear` (input gradients, logits included),
+    `weight_gradients`, `forward_attention`, `backward_attention`, `recompute` (linear and
+    attention of the recomputed forward). `logit_rows` per sequence defaults to every raw row.
+    """
+    scores, memory_rows = memorize_scores(num_tokens, window, ratio)
+    rows = num_tokens + memory_rows
+    widths = memory_projection_widths(shape, memory_params)
+    lora = sum(2 * memory_rank * (fan_in + fan_out) for fan_in, fan_out in widths)  # per memory row and layer
+    forward_linear = batch * shape.layers * (rows * shape.linear_flops_per_row() + memory_rows * lora)
+    logits = batch * 2 * shape.hidden * vocab * (num_tokens if logit_rows is None else logit_rows)
+    if memory_rank:
+        weight_gradients = batch * shape.layers * memory_rows * lora
+    else:
+        weight_gradients = batch * shape.layers * memory_rows * sum(2 * i * o for i, o in widths)
+    forward_attention = batch * scores * shape.layers * shape.flops_per_score()
+    parts = {
+        "forward_linear": float(forward_linear),
+        "logits": float(logits),
+        "backward_linear": float(forward_linear + logits),
+        "weight_gradients": float(weight_gradients),
+        "forward_attention": float(forward_attention),
+        "backward_attention": float(2 * forward_attention),
+        "recompute": float(forward_linear + logits + forward_attention) if checkpointing else 0.0,
+    }
+    recompute_linear = float(forward_linear + logits) if checkpointing else 0.0
+    recompute_attention = float(forward_attention) if checkpointing else 0.0
+    linear = parts["forward_linear"] + logits + parts["backward_linear"] + weight_gradients + recompute_linear
+    attention = 3 * forward_attention + recompute_attention
+    return {"linear": linear, "attention": attention, **parts}
+
+
+# -- measuring ------------------------------------------------------------------------------------
+def _text_ids(tokenizer, count: int) -> list[int]:
+    text = (Path(__file__).resolve().parents[1] / "examples" / "kjv_ruth_esther_jonah.txt").read_text()
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    while len(ids) < count:
+        ids = ids + ids
+    return ids[:count]
+
+
+def _batch(stage: str, tokenizer, tokens: int, batch: int, target_tokens: int):
+    """(input_ids [B, N], labels [B, N]) of one micro-batch of the stage."""
+    import torch
+
+    ids = torch.tensor([_text_ids(tokenizer, tokens)] * batch)
+    labels = ids.clone()
+    if stage == "sft":
+        labels[:, : tokens - target_tokens] = -100  # context and instruction: no loss
+    return ids, labels
+
+
+def build(precision: str, window: int, ratio: int, memory_rank: int):
+    """The embedded memory model as training builds it: bf16 or fp32 base, fp32 memory parameters."""
+    import torch
+
+    from memorag.memory import MemoryConfig, MemoryModel
+    from memorag.memory.lowrank import apply_lowrank
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    model = MemoryModel.from_pretrained(config=MemoryConfig(window=window, ratios=[ratio]), dtype=dtype)
+    if memory_rank:
+        apply_lowrank(model, memory_rank)
+    for parameter in model.memory_parameters().values():
+        parameter.data = parameter.data.float()
+    model.gradient_checkpointing = True
+    return model.train()
+
+
+def time_steps(model, ids, labels, precision: str, steps: int, warmup: int = 1, profile: bool = False) -> dict:
+    """Seconds per optimizer step (median of `steps` after `warmup`)."""
+    import contextlib
+
+    import torch
+
+    from memorag.training.config import LossSection
+    from memorag.training.objectives import objective_forward
+
+    params = list(model.memory_parameters().values())
+    optimizer = torch.optim.AdamW(params, lr=1e-5)
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+
+    def step():
+        with autocast():
+            output = objective_forward(model, ids, labels, LossSection(kind="lm"), ratio_seed=0)  # the trainer's
+        output.loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    result = {"seconds": sorted(times)[len(times) // 2], "all_seconds": [round(t, 3) for t in times]}
+    if profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18)
+        print(table, flush=True)
+        result["profile"] = table
+    return result
+
+
+def run_grid(args) -> dict:
+    import torch
+
+    from memorag.models import resolve_lm  # noqa: F401  (fails early, with the install hint, if missing)
+
+    peaks = {name: measure_peaks("bfloat16" if name == "bf16" else "float32") for name in args.precisions}
+    rows = []
+    for precision in args.precisions:
+        for window in args.windows:
+            model = build(precision, window, args.ratio, args.memory_rank)
+            shape = Shape.of(model.base_model.config)
+            tokens = args.tokens - args.tokens % window
+            for batch in args.batches:
+                for stage in args.stages:
+                    ids, labels = _batch(stage, model.tokenizer, tokens, batch, args.target_tokens)
+                    labelled = int((labels[0, 1:] != -100).sum())
+                    flops = train_step_flops(tokens, window, args.ratio, shape, batch, model.base_model.config.vocab_size,
+                                             logit_rows=labelled, memory_rank=args.memory_rank)
+                    limit = bounds(flops, peaks[precision])
+                    measured = time_steps(model, ids, labels, precision, args.steps, profile=args.profile)
+                    row = {"stage": stage, "precision": precision, "window": window, "batch": batch, "tokens": tokens,
+                           "ratio": args.ratio, "memory_rank": args.memory_rank, **measured,
+                           "tokens_per_s": batch * tokens / measured["seconds"],
+                           "bound_tokens_per_s": batch * tokens / limit["at_kernel_rates_s"],
+                           "bound_at_gemm_peak_tokens_per_s": batch * tokens / limit["at_gemm_peak_s"],
+                           "share_of_bound": limit["at_kernel_rates_s"] / measured["seconds"], **limit,
+                           "flops": flops}
+                    rows.append(row)
+                    print(_line(row), flush=True)
+            del model
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.processor() or platform.machine(),
+            "cpu": _cpu_name(), "threads": torch.get_num_threads(), "peaks": peaks, "quick": args.quick,
+            "settings": {k: v for k, v in vars(args).items() if k not in ("json",)}, "rows": rows}
+
+
+def _cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+HEADER = ("| stage | precision | window | batch | tokens | s/step | tokens/s | bound tokens/s | share of bound |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+
+
+def _line(row: dict) -> str:
+    return (f"| {row['stage']} | {row['precision']} | {row['window']} | {row['batch']} | {row['tokens']} | "
+            f"{row['seconds']:.2f} | {row['tokens_per_s']:.0f} | {row['bound_tokens_per_s']:.0f} | "
+            f"{row['share_of_bound']:.0%} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="bf16, window 256, batch 1, 512 tokens, 1 step")
+    parser.add_argument("--precisions", nargs="+", default=["bf16", "fp32"], choices=["bf16", "fp32"])
+    parser.add_argument("--windows", type=int, nargs="+", default=[1024, 256])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--stages", nargs="+", default=["pretrain", "sft"], choices=["pretrain", "sft"])
+    parser.add_argument("--tokens", type=int, default=2048, help="tokens per sequence (cut to whole windows)")
+    parser.add_argument("--target-tokens", type=int, default=64, help="SFT: target tokens (the loss) per sample")
+    parser.add_argument("--ratio", type=int, default=4)
+    parser.add_argument("--memory-rank", type=int, default=16, help="0: the full memory projections")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (after one warm-up step)")
+    parser.add_argument("--profile", action="store_true", help="print the top operators of one step per cell")
+    parser.add_argument("--json", help="where to write the rows (default benchmarks/results/train[-quick].json)")
+    args = parser.parse_args()
+    if args.quick:
+        args.precisions, args.windows, args.batches, args.tokens, args.steps = ["bf16"], [256], [1], 512, 1
+    print(HEADER, flush=True)
+    result = run_grid(args)
+    out = Path(args.json or RESULTS / ("train-quick.json" if args.quick else "train.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
