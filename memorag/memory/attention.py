@@ -41,27 +41,42 @@ class RowSplit:
     """Which rows of a step are raw tokens and which are memory tokens.
 
     `raw` and `memory` are row indices [n] and [m]; `order` [n + m] puts
-    `cat([raw rows, memory rows])` back into sequence order.
+    `cat([raw rows, memory rows])` back into sequence order. When the rows are whole
+    groups of `group` raw rows followed by one memory row (a whole window, or any piece
+    that starts and ends at a group boundary: the common case), they are split and merged
+    by reshaping instead of gathering, which is cheaper forward and backward.
     """
 
     raw: torch.Tensor
     memory: torch.Tensor
     order: torch.Tensor
+    group: int | None = None  # raw rows per memory row when the rows are regular groups
 
     @classmethod
     def of(cls, raw_rows: list[int], memory_rows: list[int], device: torch.device) -> RowSplit:
         raw = torch.tensor(raw_rows, dtype=torch.long, device=device)
         memory = torch.tensor(memory_rows, dtype=torch.long, device=device)
         order = torch.argsort(torch.cat([raw, memory]))
-        return cls(raw, memory, order)
+        group = len(raw_rows) // len(memory_rows) if memory_rows else None
+        regular = group and len(raw_rows) == group * len(memory_rows) and memory_rows == [
+            j * (group + 1) + group for j in range(len(memory_rows))]
+        return cls(raw, memory, order, group if regular else None)
 
     def split(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """[B, T, ...] -> raw rows [B, n, ...], memory rows [B, m, ...]."""
-        return rows.index_select(1, self.raw), rows.index_select(1, self.memory)
+        if self.group is None:
+            return rows.index_select(1, self.raw), rows.index_select(1, self.memory)
+        batch, rest = rows.shape[0], rows.shape[2:]
+        grouped = rows.view(batch, -1, self.group + 1, *rest)  # [B, m, group + 1, ...]
+        return grouped[:, :, : self.group].reshape(batch, -1, *rest), grouped[:, :, self.group]
 
     def merge(self, raw: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
         """Raw rows [B, n, ...] and memory rows [B, m, ...] -> [B, n + m, ...] in sequence order."""
-        return torch.cat([raw, memory], dim=1).index_select(1, self.order)
+        if self.group is None:
+            return torch.cat([raw, memory], dim=1).index_select(1, self.order)
+        batch, groups, rest = memory.shape[0], memory.shape[1], memory.shape[2:]
+        grouped = torch.cat([raw.view(batch, groups, self.group, *rest), memory.unsqueeze(2)], dim=2)
+        return grouped.view(batch, -1, *rest)
 
 
 @dataclass

@@ -90,3 +90,19 @@ def test_step_random_ratio_is_seeded_and_varies():
     assert set(draws) == {2, 4, 8}
     assert draws != [window_ratio(i, [2, 4, 8], "step-random", seed=4) for i in range(40)]
     assert window_ratio(5, [2, 4, 8], "fixed", seed=3) == 2
+
+
+def test_row_split_by_reshape_equals_row_split_by_gather():
+    import torch
+
+    from memorag.memory.attention import RowSplit
+
+    for piece in (Piece(0, 16, 4, 0, 0, True), Piece(0, 8, 4, 4, 0, False), Piece(0, 5, 4, 6, 0, False)):
+        raw_rows, memory_rows = piece.row_kinds()
+        fast = RowSplit.of(raw_rows, memory_rows, torch.device("cpu"))
+        slow = RowSplit(fast.raw, fast.memory, fast.order, group=None)
+        assert (fast.group is not None) == (piece.window_offset % 4 == 0 and piece.num_raw % 4 == 0)
+        rows = torch.randn(2, piece.num_rows, 3)
+        for a, b in zip(fast.split(rows), slow.split(rows), strict=True):
+            assert torch.equal(a, b)
+        assert torch.equal(fast.merge(*fast.split(rows)), rows)
