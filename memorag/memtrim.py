@@ -6,7 +6,8 @@ them, e.g. torch's worker threads) and returns them to the system only when the 
 of an arena happens to be free. A long-lived process that memorizes corpora one after
 another (a server, an evaluation loop) then grows its resident set with each one
 although it holds nothing more. `malloc_trim(0)` releases the free pages of every
-arena; it is what `release_memory()` calls, after a garbage collection.
+arena: `trim_heap()` calls it (`MemoRAG.memorize` does, when it is done), and
+`release_memory()` collects garbage first (the server does, when it drops a corpus).
 """
 
 from __future__ import annotations
@@ -37,15 +38,20 @@ def can_trim() -> bool:
     return _malloc_trim() is not None
 
 
-def release_memory() -> bool:
-    """Collect garbage, then return the allocator's free pages to the system.
-
-    Returns True when the C library could trim (glibc), False where only the garbage
-    collection ran.
-    """
-    gc.collect()
+def trim_heap() -> bool:
+    """Return the allocator's free pages to the system (glibc); False where the C library cannot."""
     trim = _malloc_trim()
     if trim is None:
         return False
     trim(0)
     return True
+
+
+def release_memory() -> bool:
+    """Collect garbage, then return the allocator's free pages to the system (`trim_heap`).
+
+    Returns True when the C library could trim (glibc), False where only the garbage
+    collection ran.
+    """
+    gc.collect()
+    return trim_heap()

@@ -12,6 +12,7 @@ from typing import Any
 from memorag import prompts
 from memorag.clues import combine_clues, detect_language, parse_clues
 from memorag.config import config_from_dict, config_to_dict
+from memorag.memtrim import trim_heap
 from memorag.modes.base import Mode, get_mode
 from memorag.pipeline.helpers import as_documents, document_sha256, label_embedder, split_model_args
 from memorag.pipeline.persistence import load_pipeline, save_pipeline
@@ -242,6 +243,7 @@ class MemoRAG:
         report.added = [document.id for document in new]
         report.num_chunks = len(chunks)
         report.memory_tokens = memory.num_tokens if memory is not None else 0
+        trim_heap()  # the memory model's activations are freed: give their pages back (memorag/memtrim.py)
         return report
 
     def ensure_memory(self, show_progress: bool | None = None) -> None:
