@@ -39,7 +39,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memorag.cli import is_usage_error
-from memorag.pipeline import DocumentConflictError, InputError
+from memorag.pipeline import DocumentConflictError, InputError, SaveFormatError
 from memorag.retrieval.chunking import Document
 from memorag.serve.store import CorpusNotFoundError, CorpusStore, check_name
 from memorag.serve.worker import ModelWorker
@@ -164,7 +164,7 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None) -> Starlet
         for name in store.names():
             try:
                 corpora.append(store.describe(name))
-            except CorpusNotFoundError:  # deleted while listing
+            except (CorpusNotFoundError, SaveFormatError):  # deleted while listing
                 continue
         return JSONResponse({"corpora": corpora})
 
