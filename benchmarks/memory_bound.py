@@ -151,7 +151,9 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     machine = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-               "torch": torch.__version__, "python": platform.python_version(), "load_average": os.getloadavg()}
+               "torch": torch.__version__, "python": platform.python_version(), "load_average": os.getloadavg(),
+               "environment": {key: value for key, value in os.environ.items()
+                               if key.startswith(("MALLOC_", "ONEDNN_", "DNNL_", "OMP_"))}}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 

@@ -11,7 +11,8 @@ three rounds with httpx, each bounded by a request count and the remaining time:
   `--max-new-tokens` tokens), `--concurrency` clients at once; model work is queued, so
   latency grows with the queue; time to the first token is reported too;
 - `ask (memorag)`: the same with the memory's clues (three clue generations per ask).
-Latency is measured per request from send to last byte. Prints a table and writes JSON
+Latency is measured per request from send to last byte; `failures` counts the
+requests that failed or were not started before --max-seconds ran out. Prints a table and writes JSON
 to benchmarks/results/serve.json (or --out). The server is stopped at the end, or when
 --max-seconds runs out (the rounds left are reported as not run).
 """
