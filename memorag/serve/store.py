@@ -1,0 +1,200 @@
+"""Named corpora in one folder, over one shared set of models.
+
+`CorpusStore(root, settings)` keeps each corpus as a saved pipeline in `root/NAME/`
+(written atomically by `MemoRAG.save`). The memory model, the embedder and the
+generator are loaded once, by `load_models()`, and handed to every corpus's pipeline,
+so a corpus costs only its own memory, chunks and index. At most `max_loaded`
+pipelines stay in memory (least recently used first out); a dropped one is reloaded
+from its folder when asked again, and its memory is returned to the system
+(`memorag.memtrim.release_memory`).
+
+The store is not thread-safe by itself: `memorag.serve.app` runs every call that
+touches models or pipelines on one worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memorag.memtrim import release_memory
+from memorag.pipeline import (
+    Answer,
+    Evidence,
+    InputError,
+    MemoRAG,
+    MemorizeReport,
+    PipelineError,
+    is_saved_pipeline,
+    read_manifest,
+)
+from memorag.retrieval.chunking import Document
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class CorpusNotFoundError(PipelineError):
+    """A corpus name the store does not hold."""
+
+
+def check_name(name: str) -> str:
+    """`name` if it is a valid corpus name (it becomes a folder name), else InputError."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InputError(
+            f"corpus name {name!r} is not allowed; use 1-64 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit"
+        )
+    return name
+
+
+class CorpusStore:
+    """Corpora saved under `root`, asked through pipelines that share one set of models."""
+
+    def __init__(self, root: str | os.PathLike[str], settings: dict[str, Any] | None = None, *,
+                 max_loaded: int = 4, memory_model=None, embedder=None, embedder_name: str | None = None,
+                 generator=None):
+        if max_loaded < 1:
+            raise ValueError(f"max_loaded={max_loaded} must be at least 1")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.settings = dict(settings or {})
+        self.max_loaded = max_loaded
+        self._models = MemoRAG(memory_model=memory_model, embedder=embedder, embedder_name=embedder_name,
+                               generator=generator, **self.settings)
+        self._loaded: OrderedDict[str, MemoRAG] = OrderedDict()
+        self._loaded_lock = threading.Lock()  # `loaded` is read by the event loop while the worker changes it
+
+    # -- models -----------------------------------------------------------------------------------
+    def load_models(self) -> dict[str, str]:
+        """Load the shared models now (the first request would otherwise pay for it); their names."""
+        models = self._models
+        models.check_models()
+        models.memory_model  # noqa: B018 -- loads it
+        if models.config.retriever != "bm25":
+            models.embedder  # noqa: B018
+        models.generator.check()
+        return self.describe_models()
+
+    def describe_models(self) -> dict[str, str]:
+        config = self._models.config
+        return {
+            "memory_model": str(config.memory_model or "embedded"),
+            "memory_weights": str(config.memory_weights or "untrained"),
+            "embedder": self._models.embedder_name if config.retriever != "bm25" else "none (bm25)",
+            "retriever": config.retriever,
+            "generator": str(config.generator or "the memory model's base"),
+        }
+
+    def _shared(self) -> dict[str, Any]:
+        models = self._models
+        shared = {"memory_model": models.memory_model, "generator": models.generator}
+        if models.config.retriever != "bm25":
+            shared.update(embedder=models.embedder, embedder_name=models.embedder_name)
+        return shared
+
+    # -- corpora ------------------------------------------------------------------------------------
+    def path(self, name: str) -> Path:
+        return self.root / check_name(name)
+
+    def exists(self, name: str) -> bool:
+        return is_saved_pipeline(self.path(name))
+
+    def names(self) -> list[str]:
+        return sorted(entry.name for entry in self.root.iterdir()
+                      if NAME_PATTERN.fullmatch(entry.name) and is_saved_pipeline(entry))
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """What a saved corpus holds, from its manifest (no model is touched)."""
+        manifest = read_manifest(self._existing(name))
+        memory = manifest.get("memory") or {}
+        return {"name": name, "documents": [document["id"] for document in manifest["documents"]],
+                "num_chunks": manifest["num_chunks"], "memory_tokens": memory.get("num_tokens", 0),
+                "loaded": name in self.loaded}
+
+    def _existing(self, name: str) -> Path:
+        path = self.path(name)
+        if not is_saved_pipeline(path):
+            raise CorpusNotFoundError(f"no corpus named {name!r}; memorize into it first (POST /corpora/{name}/memorize)")
+        return path
+
+    def pipeline(self, name: str) -> MemoRAG:
+        """The corpus's pipeline: from memory, else loaded (and verified) from its folder."""
+        with self._loaded_lock:
+            if name in self._loaded:
+                self._loaded.move_to_end(name)
+                return self._loaded[name]
+        rag = MemoRAG.load(self._existing(name), **self._shared(), **self._free_settings())
+        self._keep(name, rag)
+        return rag
+
+    def _free_settings(self) -> dict[str, Any]:
+        """Settings a load takes from this server (identity settings are checked against the save)."""
+        return {key: value for key, value in self.settings.items() if key not in ("memory_model", "embedder", "generator")}
+
+    def _keep(self, name: str, rag: MemoRAG) -> None:
+        evicted = False
+        with self._loaded_lock:
+            self._loaded[name] = rag
+            self._loaded.move_to_end(name)
+            while len(self._loaded) > self.max_loaded:
+                self._loaded.popitem(last=False)
+                evicted = True
+        if evicted:
+            release_memory()
+
+    def memorize(self, name: str, documents: list[Document], overwrite: bool = False) -> MemorizeReport:
+        """Add `documents` to the corpus (made if new, or replaced with `overwrite`) and save it."""
+        path = self.path(name)
+        if overwrite or not is_saved_pipeline(path):
+            self.drop(name)
+            rag = MemoRAG(self._models.config, **self._shared())
+        else:
+            rag = self.pipeline(name)
+        report = rag.memorize(documents, show_progress=False)
+        if report.added:
+            try:
+                rag.save(path)
+            except BaseException:
+                self.drop(name)  # the save on disk is the old one (saves are atomic); forget the new state
+                raise
+        self._keep(name, rag)
+        release_memory()
+        return report
+
+    def ask(self, name: str, query: str, task: str | None = None, mode: str | None = None, *,
+            on_text: Callable[[str], None] | None = None, on_clues: Callable[[list[str]], None] | None = None,
+            on_evidence: Callable[[list[Evidence]], None] | None = None) -> Answer:
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("the query is empty; ask something")
+        return self.pipeline(name).ask(query, task=task, mode=mode, on_text=on_text, on_clues=on_clues,
+                                       on_evidence=on_evidence)
+
+    def clues(self, name: str, query: str, task: str = "memorag") -> tuple[list[str], dict[str, str]]:
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("the query is empty; ask something")
+        return self.pipeline(name).clues(query, task)
+
+    def drop(self, name: str) -> None:
+        """Forget the corpus's pipeline in memory (its folder stays)."""
+        with self._loaded_lock:
+            dropped = self._loaded.pop(name, None)
+        if dropped is not None:
+            del dropped
+            release_memory()
+
+    def delete(self, name: str) -> None:
+        """Remove the corpus, in memory and on disk."""
+        path = self._existing(name)
+        self.drop(name)
+        shutil.rmtree(path)
+
+    @property
+    def loaded(self) -> list[str]:
+        with self._loaded_lock:
+            return list(self._loaded)

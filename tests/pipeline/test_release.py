@@ -1,0 +1,50 @@
+"""A dropped pipeline frees its memory, index and chunks at once (no reference cycle waits for
+Python's cyclic collector), whichever mode it answered in."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from memorag.memtrim import can_trim, release_memory
+from memorag.pipeline import available_modes
+from tests.pipeline.conftest import FakeEchoGenerator, corpus_documents, make_rag, topic
+
+
+@pytest.fixture
+def no_cyclic_collector():
+    enabled = gc.isenabled()
+    gc.disable()
+    yield
+    if enabled:
+        gc.enable()
+
+
+@pytest.mark.parametrize("mode", available_modes())
+def test_a_dropped_pipeline_is_freed_at_once(mode, no_cyclic_collector):
+    rag = make_rag(generator=FakeEchoGenerator(context_window=512))
+    rag.memorize(corpus_documents())
+    rag.ask(topic(1, 6), mode=mode)
+    memory, retriever, chunk = weakref.ref(rag.memory), weakref.ref(rag.retriever), weakref.ref(rag.chunks[0])
+    del rag
+    assert memory() is None and retriever() is None and chunk() is None
+
+
+def test_a_mode_outliving_its_pipeline_says_so():
+    rag = make_rag()
+    rag.memorize(corpus_documents())
+    mode = rag.mode("rag")
+    del rag
+    gc.collect()
+    with pytest.raises(ReferenceError, match="pipeline of this 'rag' mode is gone"):
+        mode.pipeline  # noqa: B018
+
+
+def test_release_memory_trims_where_glibc_can():
+    import platform
+
+    assert release_memory() is can_trim()
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert can_trim()

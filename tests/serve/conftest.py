@@ -1,0 +1,117 @@
+"""A running `memorag serve` app on 127.0.0.1 (a free port, in a thread), over tiny fake models."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+pytest.importorskip("starlette", reason="the [serve] extra is not installed")
+uvicorn = pytest.importorskip("uvicorn", reason="the [serve] extra is not installed")
+httpx = pytest.importorskip("httpx", reason="the [serve] extra is not installed")
+
+from memorag.generation import Generator  # noqa: E402
+from memorag.serve.app import create_app  # noqa: E402
+from memorag.serve.store import CorpusStore  # noqa: E402
+from tests.pipeline.conftest import (  # noqa: E402
+    ASK_SETTINGS,
+    FakeEchoGenerator,
+    FakeHashEmbedder,
+    one_thread,  # noqa: F401 -- autouse fixture: tiny models on one torch thread
+    tiny_model,
+    topic,
+)
+
+SETTINGS = {**ASK_SETTINGS, "chunk_tokens": 16, "overlap_tokens": 4}
+
+
+class FakeSlowGenerator(FakeEchoGenerator):
+    """A fake generator that streams `pieces` words, `delay` seconds apart, and records how many it
+    sent and how many generations ran at the same time (the server must run one at a time)."""
+
+    name = "fake-slow"
+
+    def __init__(self, pieces: int = 40, delay: float = 0.02):
+        super().__init__(reply=" ".join(f"w{i}" for i in range(pieces)))
+        self.delay = delay
+        self.sent = 0
+        self.running = 0
+        self.most_running = 0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def generate(self, prompt, *, system=None, max_new_tokens=256, on_text=None) -> str:
+        with self._lock:
+            self.running += 1
+            self.calls += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            for piece in self.reply.split(" "):
+                time.sleep(self.delay)
+                if on_text is not None:
+                    on_text(piece + " ")
+                self.sent += 1
+            return self.reply
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def fake_store(root, generator: Generator | None = None, **kwargs) -> CorpusStore:
+    """A store over a tiny random memory model, the fake hashed embedder and a fake generator."""
+    return CorpusStore(root, SETTINGS, memory_model=tiny_model(), embedder=FakeHashEmbedder(),
+                       embedder_name="fake-hash", generator=generator or FakeEchoGenerator(), **kwargs)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def serving(store: CorpusStore) -> Iterator[str]:
+    """Run the app with uvicorn on 127.0.0.1 in a thread; yields its base URL, stops it after."""
+    server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=free_port(),
+                                           log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+def read_events(response) -> list[tuple[str, object]]:
+    """The server-sent events of a streamed response, as (event, decoded data)."""
+    events, event, data = [], None, []
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            event = line[len("event: "):]
+        elif line.startswith("data: "):
+            data.append(line[len("data: "):])
+        elif not line and event is not None:
+            events.append((event, json.loads("\n".join(data))))
+            event, data = None, []
+    return events
+
+
+@pytest.fixture
+def server(tmp_path) -> Iterator[tuple[str, CorpusStore]]:
+    store = fake_store(tmp_path / "store")
+    with serving(store) as url:
+        yield url, store
+
+
+__all__ = ["FakeSlowGenerator", "fake_store", "read_events", "serving", "topic"]

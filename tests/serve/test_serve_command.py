@@ -1,0 +1,89 @@
+"""`memorag serve` started by its one command in a subprocess, with the real embedded models,
+driven by httpx on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.serve.conftest import free_port, read_events
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "kjv_ruth_esther_jonah.txt"
+
+
+def test_serve_help_names_the_api():
+    result = subprocess.run([sys.executable, "-m", "memorag.cli", "serve", "--help"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0
+    assert "--store" in result.stdout and "/corpora/NAME/ask" in result.stdout and "--max-loaded" in result.stdout
+
+
+def test_serve_refuses_bad_arguments_before_loading_models(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "memorag.cli", "serve", "--store", str(tmp_path), "--port",
+                             "70000"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 2 and "--port 70000 is not a port number" in result.stderr
+
+
+@pytest.mark.slow
+def test_serve_answers_a_real_http_client_with_the_embedded_models(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "memorag.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--store", str(tmp_path / "store"), "--log-level", "warning",
+               "--set", "clue_max_new_tokens=16", "--set", "answer_max_new_tokens=24"]
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, f"memorag serve exited: {server.stdout.read()}"
+            assert time.monotonic() < deadline, "memorag serve did not start in time"
+            try:
+                health = httpx.get(f"{url}/health", timeout=5).json()
+                break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        assert health["status"] == "ok" and health["models"]["memory_weights"] == "untrained"
+
+        text = EXAMPLE.read_text(encoding="utf-8")
+        ruth = text[: text.index("Chapter 2")]  # the first chapter of Ruth, about 800 tokens
+        memorized = httpx.post(f"{url}/corpora/ruth/memorize", json={"documents": [
+            {"id": "ruth1", "title": "Ruth 1", "text": ruth}]}, timeout=300)
+        assert memorized.status_code == 200, memorized.text
+        assert memorized.json()["memory_tokens"] > 500
+
+        question = "Where did Naomi's family go to live?"
+        with httpx.stream("POST", f"{url}/corpora/ruth/ask", json={"query": question}, timeout=300) as response:
+            assert response.status_code == 200
+            events = read_events(response)
+        names = [event for event, _ in events]
+        assert names[:2] == ["clues", "evidence"] and names[-1] == "answer" and "token" in names
+        answer = events[-1][1]
+        streamed = "".join(data["text"] for event, data in events if event == "token")
+        assert answer["answer"] and streamed.strip() == answer["answer"].strip()
+        assert "moab" in " ".join(item["text"] for item in answer["evidence"]).lower()
+
+        clues = httpx.post(f"{url}/corpora/ruth/clues", json={"query": question}, timeout=300).json()
+        assert set(clues["raw"]) == {"spans", "questions", "draft"}
+        listed = httpx.get(f"{url}/corpora").json()["corpora"]
+        assert [(corpus["name"], corpus["documents"]) for corpus in listed] == [("ruth", ["ruth1"])]
+        bad = httpx.post(f"{url}/corpora/ruth/ask", content=b"{not json")
+        assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
+        assert httpx.delete(f"{url}/corpora/ruth").json() == {"deleted": "ruth"}
+        assert json.loads(httpx.get(f"{url}/corpora").text) == {"corpora": []}
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    assert server.returncode in (0, -15)
