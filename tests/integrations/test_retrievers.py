@@ -58,7 +58,8 @@ def test_langchain_retriever_through_invoke(saved):
     for rank, document in enumerate(documents, start=1):
         check_metadata(document.metadata, document.page_content, texts)
         assert document.metadata["rank"] == rank
-    assert documents[0].metadata["doc_id"] == "beta" and "query" in documents[0].metadata["found_by"]
+    # the query's own document is found by the query (the fake memory's clues may rank others above it)
+    assert any(d.metadata["doc_id"] == "beta" and "query" in d.metadata["found_by"] for d in documents)
     scores = [document.metadata["score"] for document in documents]
     assert scores == sorted(scores, reverse=True)
     queries = documents[0].metadata["retrieval_queries"]
@@ -68,7 +69,7 @@ def test_langchain_retriever_through_invoke(saved):
     assert [(d.metadata["chunk_id"], d.metadata["score"]) for d in documents] == [
         (item.chunk_id, item.score) for item in expected.evidence]
     chain = retriever | RunnableLambda(lambda found: [document.metadata["doc_id"] for document in found])
-    assert chain.invoke(QUERY)[0] == "beta"
+    assert chain.invoke(QUERY) == [document.metadata["doc_id"] for document in documents]
     assert [len(found) for found in retriever.batch([QUERY, topic(2, 6)])] == [3, 3]
 
 
@@ -102,7 +103,7 @@ def test_llamaindex_retriever_through_retrieve(saved):
         check_metadata(node.metadata, node.get_content(), texts)
         assert (node.start_char_idx, node.end_char_idx) == (node.metadata["start_char"], node.metadata["end_char"])
         assert hit.score == node.metadata["score"]
-    assert hits[0].node.metadata["doc_id"] == "beta"
+    assert any(hit.node.metadata["doc_id"] == "beta" and "query" in hit.node.metadata["found_by"] for hit in hits)
     expected = search(retriever.pipeline, QUERY, 3)
     assert [(hit.node.metadata["chunk_id"], hit.score) for hit in hits] == [
         (item.chunk_id, item.score) for item in expected.evidence]
