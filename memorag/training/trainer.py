@@ -51,6 +51,7 @@ from . import checkpoint as ckpt
 from .build import build_model
 from .config import TrainConfig
 from .distributed import (
+    backend,
     check_activation_checkpointing,
     configure_deepspeed,
     configure_fsdp,
@@ -220,13 +221,14 @@ class Trainer:
         return batches
 
     def _forward(self, input_ids: torch.Tensor, labels: torch.Tensor, seed: int):
-        """One micro-batch's loss under `loss.kind`: in one process `objectives.objective_forward`
-        (logits of labelled rows only); across processes the wrapped model's forward (lm only)."""
-        if self.world == 1:
+        """One micro-batch's loss under `loss.kind`: in one plain process `objectives.objective_forward`
+        (logits of labelled rows only); across processes, or under DeepSpeed (whose engine must
+        run the forward to gather partitioned parameters), the wrapped model's forward (lm only)."""
+        if self.world == 1 and backend(self.accelerator) != "deepspeed":
             return objective_forward(self.unwrapped, input_ids, labels, self.cfg.loss, ratio_seed=seed)
         if self.cfg.loss.kind != "lm":
-            raise ValueError(f"loss.kind={self.cfg.loss.kind} runs in one process; use loss.kind=lm to train on "
-                             f"{self.world} processes")
+            raise ValueError(f"loss.kind={self.cfg.loss.kind} runs in one plain process (no DeepSpeed); use "
+                             f"loss.kind=lm to train on {self.world} processes or under DeepSpeed")
         return self.model(input_ids, labels=labels, ratio_seed=seed)
 
     def _train_step(self, batches) -> dict[str, Any]:
