@@ -6,9 +6,9 @@
     python eval/synthetic.py --list
 
 Each file is ``OUT/{task_name}_{length}.jsonl`` of ``EvalExample`` records
-(``memorag.data.eval_sets.read_examples`` reads them back). Every example is
+(``memorag.evaluation.tasks.schema.read_examples`` reads them back). Every example is
 marked ``proxy=True``: scores on generated tasks are not comparable with
-published benchmark figures. The generators live in ``memorag.data.synthetic``.
+published benchmark figures. The generators live in ``memorag.evaluation.tasks.synthetic``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from pathlib import Path
 
 import yaml
 
-from memorag.data.eval_sets import TOKENS_PER_WORD, write_examples
-from memorag.data.filler import FILLER_KINDS
-from memorag.data.synthetic import SYNTHETIC_TASKS, generate_examples, task_options
+from memorag.evaluation.tasks.filler import FILLER_KINDS
+from memorag.evaluation.tasks.lengths import TOKENS_PER_WORD
+from memorag.evaluation.tasks.schema import write_examples
+from memorag.evaluation.tasks.synthetic import SYNTHETIC_TASKS, generate_examples, task_options
 
 
 def _parse_options(pairs: list[str]) -> dict[str, object]:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from memorag.data.eval_sets import load_hotpotqa  # noqa: E402
 from memorag.data.hotpotqa_sft import CLUE_KINDS, TRAIN_ROWS, build_samples, write_samples  # noqa: E402
+from memorag.evaluation.tasks.packaged import load_hotpotqa  # noqa: E402
 
 
 def main() -> int:

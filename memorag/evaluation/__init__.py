@@ -9,10 +9,37 @@ from), ``runner`` (the loop: memorize once per context, ask in every mode),
 metric), ``measure`` (generator tokens, peak memory per stage), ``store``
 (resumable JSON lines), ``summary`` (a cell from its records), ``report`` and
 ``plots`` (markdown tables, PNGs), ``clue_recall`` (clue-driven against
-query-only retrieval for a trained memory checkpoint).
+query-only retrieval for a trained memory checkpoint), ``metrics`` (the benchmarks'
+scorers, re-implemented) and ``tasks`` (the examples: schema, builders over real
+sets, generated tasks, original-format loaders).
+
+The names below load on first use, so that importing a light module of the
+package (``metrics``, ``tasks.schema``) does not load the models' libraries.
 """
 
-from memorag.evaluation.config import EvalConfig, TaskSpec, load_eval_config
-from memorag.evaluation.runner import EvalError, EvalRunner, Models, run_evaluation
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memorag.evaluation.config import EvalConfig, TaskSpec, load_eval_config
+    from memorag.evaluation.runner import EvalError, EvalRunner, Models, run_evaluation
+
+_EXPORTS = {
+    "EvalConfig": "config",
+    "TaskSpec": "config",
+    "load_eval_config": "config",
+    "EvalError": "runner",
+    "EvalRunner": "runner",
+    "Models": "runner",
+    "run_evaluation": "runner",
+}
 
 __all__ = ["EvalConfig", "EvalError", "EvalRunner", "Models", "TaskSpec", "load_eval_config", "run_evaluation"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'memorag.evaluation' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"memorag.evaluation.{_EXPORTS[name]}"), name)

@@ -28,9 +28,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from memorag.data.eval_sets import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation.runner import group_examples
+from memorag.evaluation.tasks.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.io import atomic_write_text
 from memorag.pipeline import MemoRAG, PipelineConfig
 from memorag.placement import Placement, set_threads

@@ -31,8 +31,6 @@ from tqdm.auto import tqdm
 from memorag import prompts
 from memorag.answer_forms import AnswerForm, AnswerFormError, as_answer_form
 from memorag.config import save_config
-from memorag.data.eval_sets import CorpusTask, EvalExample, count_tokens, hotpotqa_few_shot
-from memorag.data.loaders import loft_few_shot
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation import scoring
 from memorag.evaluation.config import (
@@ -47,6 +45,10 @@ from memorag.evaluation.measure import MeteredGenerator, PeakMemory
 from memorag.evaluation.sources import BuildRequest, build_task_data
 from memorag.evaluation.store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.summary import summarize_cell
+from memorag.evaluation.tasks.hotpotqa import hotpotqa_few_shot
+from memorag.evaluation.tasks.lengths import count_tokens
+from memorag.evaluation.tasks.loaders import loft_few_shot
+from memorag.evaluation.tasks.schema import CorpusTask, EvalExample
 from memorag.generation import Generator
 from memorag.io import atomic_write_text
 from memorag.modes import get_mode

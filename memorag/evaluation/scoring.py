@@ -1,9 +1,9 @@
 """Scoring one prediction with the metric its example names (``EvalExample.metric``).
 
 Every scorer returns a float in [0, 1] for one example; a cell's score is the
-mean x 100 (``memorag.metrics.mean_percent``), which is how LongBench, LongRAG
+mean x 100 (``memorag.evaluation.metrics.mean_percent``), which is how LongBench, LongRAG
 and LOFT aggregate and equals RULER's task-level string match. The metric
-functions are the originals' re-implementations in ``memorag.metrics``; this
+functions are the originals' re-implementations in ``memorag.evaluation.metrics``; this
 module only says how each takes an example's answers (max over references for
 LongBench's, the answer list for LongRAG's and LOFT's, RULER's post-processing
 of the prediction, BABILong's label set from ``meta["babilong_task"]``).
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memorag import metrics
-from memorag.data.eval_sets import EvalExample
+from memorag.evaluation import metrics
+from memorag.evaluation.tasks.schema import EvalExample
 
 Scorer = Callable[[str, EvalExample], float]
 

@@ -3,7 +3,7 @@
 Each source turns a request (how many examples, at which length, with which seed
 and length measure) into either a list of :class:`EvalExample` (each with its own
 context, or several sharing one) or a :class:`CorpusTask` (one shared corpus,
-many questions). The builders and loaders themselves live in ``memorag.data``;
+many questions). The builders and loaders themselves live in ``memorag.evaluation.tasks``;
 this module only names them and checks their options up front.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memorag.data import eval_sets, loaders, synthetic
-from memorag.data.eval_sets import CorpusTask, EvalExample
+from memorag.evaluation.tasks import hotpotqa, loaders, schema, squad, synthetic
+from memorag.evaluation.tasks.schema import CorpusTask, EvalExample
 
 TaskData = list[EvalExample] | CorpusTask
 
@@ -80,16 +80,16 @@ SOURCES: dict[str, TaskSource] = {
     source.name: source
     for source in (
         TaskSource("synthetic", synthetic.generate_examples, _synthetic, True, False, False),
-        TaskSource("hotpotqa", eval_sets.hotpotqa_long_context,
-                   _builder(eval_sets.hotpotqa_long_context, "target_tokens"), True, False, False),
-        TaskSource("squad", eval_sets.squad_long_context,
-                   _builder(eval_sets.squad_long_context, "target_tokens"), True, False, False),
-        TaskSource("hotpotqa_corpus", eval_sets.hotpotqa_corpus_task,
-                   _builder(eval_sets.hotpotqa_corpus_task, "target_tokens"), True, True, False),
-        TaskSource("squad_corpus", eval_sets.squad_corpus_task,
-                   _builder(eval_sets.squad_corpus_task, "target_tokens"), True, True, False),
-        TaskSource("examples", eval_sets.read_examples, _file(eval_sets.read_examples), False, False, True),
-        TaskSource("corpus_dir", eval_sets.load_corpus_task, _file(eval_sets.load_corpus_task), False, True, True),
+        TaskSource("hotpotqa", hotpotqa.hotpotqa_long_context,
+                   _builder(hotpotqa.hotpotqa_long_context, "target_tokens"), True, False, False),
+        TaskSource("squad", squad.squad_long_context,
+                   _builder(squad.squad_long_context, "target_tokens"), True, False, False),
+        TaskSource("hotpotqa_corpus", hotpotqa.hotpotqa_corpus_task,
+                   _builder(hotpotqa.hotpotqa_corpus_task, "target_tokens"), True, True, False),
+        TaskSource("squad_corpus", squad.squad_corpus_task,
+                   _builder(squad.squad_corpus_task, "target_tokens"), True, True, False),
+        TaskSource("examples", schema.read_examples, _file(schema.read_examples), False, False, True),
+        TaskSource("corpus_dir", schema.load_corpus_task, _file(schema.load_corpus_task), False, True, True),
         TaskSource("longbench", loaders.load_longbench, _file(loaders.load_longbench), False, False, True),
         TaskSource("infinitebench", loaders.load_infinitebench, _file(loaders.load_infinitebench), False, False, True),
         TaskSource("ultradomain", loaders.load_ultradomain, _file(loaders.load_ultradomain), False, False, True),

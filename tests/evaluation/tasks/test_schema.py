@@ -6,18 +6,15 @@ import json
 
 import pytest
 
-from memorag.data.eval_sets import (
+from memorag.evaluation.tasks.assembly import link_by_title_mentions, title_core
+from memorag.evaluation.tasks.lengths import LengthCounter, approx_tokens, count_tokens
+from memorag.evaluation.tasks.schema import (
     CorpusTask,
     EvalDataError,
     EvalExample,
-    LengthCounter,
-    approx_tokens,
-    count_tokens,
-    link_by_title_mentions,
     load_corpus_task,
     read_examples,
     save_corpus_task,
-    title_core,
     write_examples,
 )
 from memorag.retrieval.chunking import Document

@@ -7,9 +7,8 @@ import shutil
 
 import pytest
 
-from memorag import metrics
-from memorag.data.eval_sets import EvalDataError
-from memorag.data.loaders import (
+from memorag.evaluation import metrics
+from memorag.evaluation.tasks.loaders import (
     LONGBENCH_METRICS,
     load_infinitebench,
     load_loft,
@@ -19,6 +18,7 @@ from memorag.data.loaders import (
     load_ultradomain,
     longbench_length_bucket,
 )
+from memorag.evaluation.tasks.schema import EvalDataError
 
 
 def test_longbench(fixtures):
@@ -172,7 +172,7 @@ def test_not_json_missing_file_and_empty_file(tmp_path):
 def test_loft_few_shot_queries_become_labelled_examples(fixtures, tmp_path):
     import shutil
 
-    from memorag.data.loaders import loft_few_shot
+    from memorag.evaluation.tasks.loaders import loft_few_shot
 
     folder = tmp_path / "data/rag/nq/32k"
     shutil.copytree(fixtures / "loft/data/rag/nq/32k", folder)

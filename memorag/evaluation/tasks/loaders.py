@@ -2,11 +2,11 @@
 
 None of these sets can be installed from a package registry; users who have
 them (downloaded elsewhere) point these loaders at the files. Each record
-becomes an :class:`~memorag.data.eval_sets.EvalExample` (``proxy=False``: these
+becomes an :class:`~memorag.evaluation.tasks.schema.EvalExample` (``proxy=False``: these
 are the real benchmarks) and keeps its original fields, except the long
 context, in ``meta["original"]``. A missing file is a ``FileNotFoundError``; a
 line that is not JSON, a missing field or a field of the wrong type is an
-:class:`~memorag.data.eval_sets.EvalDataError` naming the file, the line and the field.
+:class:`~memorag.evaluation.tasks.schema.EvalDataError` naming the file, the line and the field.
 
 Formats (one JSON object per line unless said otherwise):
 
@@ -26,7 +26,7 @@ Formats (one JSON object per line unless said otherwise):
   ``corpus.jsonl`` (``pid``, ``title_text``, ``passage_text``, ``metadata``)
   and ``{dev,test,few_shot}_queries.jsonl`` (``qid``, ``query_text``,
   ``answers``, ``metadata`` with ``qrels`` = ``[[pid, score], ...]``); loaded as
-  a :class:`~memorag.data.eval_sets.CorpusTask`.
+  a :class:`~memorag.evaluation.tasks.schema.CorpusTask`.
 * LongRAG query files (its ``nq`` / ``hotpot_qa`` test sets, JSON lines or a
   JSON list): ``query_id``, ``query``, ``answer`` (list), ``context_titles``
   (the titles of the retrieved long units), ``context`` (their text), and for
@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memorag.data.eval_sets import CorpusTask, EvalDataError, EvalExample, read_jsonl_records
+from memorag.evaluation.tasks.schema import CorpusTask, EvalDataError, EvalExample, read_jsonl_records
 from memorag.prompts import LONGBENCH_PROMPTS
 from memorag.retrieval.chunking import Document
 
@@ -68,7 +68,7 @@ LONGBENCH_METRICS: dict[str, str] = {
     "lsht": "classification_score",
     "passage_retrieval_zh": "retrieval_zh_score",
 }
-"""LongBench dataset -> the name of its metric (the English ones are in ``memorag.metrics``)."""
+"""LongBench dataset -> the name of its metric (the English ones are in ``memorag.evaluation.metrics``)."""
 
 INFINITEBENCH_METRICS: dict[str, str] = {
     "passkey": "infinitebench_first_int_match",
@@ -85,7 +85,7 @@ INFINITEBENCH_METRICS: dict[str, str] = {
     "code_debug": "infinitebench_choice",
 }
 """InfiniteBench task (file name) -> the name of its scorer (``rouge_lsum`` and ``qa_f1_score`` are in
-``memorag.metrics``; the ``infinitebench_*`` names follow its ``compute_scores.py``)."""
+``memorag.evaluation.metrics``; the ``infinitebench_*`` names follow its ``compute_scores.py``)."""
 
 LOFT_PRIMARY_K: dict[str, int] = {"hotpotqa": 2, "musique": 5, "qampari": 5, "quest": 3}
 """LOFT retrieval datasets scored with mrecall@k (k here); the others use recall@1."""

@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from memorag.data.eval_sets import LengthCounter, read_examples
-from memorag.data.synthetic import (
+from memorag.evaluation.metrics import BABILONG_TASK_LABELS
+from memorag.evaluation.tasks.lengths import LengthCounter
+from memorag.evaluation.tasks.schema import read_examples
+from memorag.evaluation.tasks.synthetic import (
     LOCATIONS,
     SYNTHETIC_TASKS,
     generate_example,
     generate_examples,
     task_options,
 )
-from memorag.metrics import BABILONG_TASK_LABELS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TASKS = list(SYNTHETIC_TASKS)
 TARGET = 8192
 
