@@ -116,7 +116,7 @@ def _revision(tree: Path) -> str:
 
 def compare(args, lengths: list[int]) -> None:
     """Memorize cells in this tree and in `args.baseline`, alternating; best of `args.repeats` each."""
-    from roofline import bounds, measure_peaks, memorize_flops
+    from memorag.roofline import bounds, measure_peaks, memorize_flops
 
     here, there = Path(__file__).resolve().parents[1], Path(args.baseline).resolve()
     peaks = {dtype: measure_peaks(dtype) for dtype in args.dtypes}
@@ -185,7 +185,7 @@ def main() -> None:
         for ratio in args.ratios:
             cells += [("memorize", n, ratio, dtype) for n in lengths]
         cells += [("plain", n, 0, dtype) for n in lengths if n <= args.plain_max]
-    from roofline import bounds, measure_peaks, memorize_flops
+    from memorag.roofline import bounds, measure_peaks, memorize_flops
 
     peaks = {dtype: measure_peaks(dtype) for dtype in args.dtypes}
     results = []

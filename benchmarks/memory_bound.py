@@ -29,13 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 QUESTION = "Who went up to the house of the Lord?"
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def peak_rss_mb() -> float | None:
@@ -86,7 +80,7 @@ def run(corpora: int, tokens: int, release: bool, trace: bool, show_progress: bo
     """Memorize, ask and drop `corpora` corpora; stops early (with what it measured) after `max_seconds`.
     `on_step(partial_result)` is called after every corpus."""
     from memorag.cli import _quiet_libraries
-    from memorag.memtrim import release_memory
+    from memorag.memtrim import release_memory, resident_mb
     from memorag.pipeline import MemoRAG
 
     _quiet_libraries()
@@ -103,7 +97,7 @@ def run(corpora: int, tokens: int, release: bool, trace: bool, show_progress: bo
     gc.collect()
     if release:
         release_memory()
-    baseline = rss_mb()
+    baseline = resident_mb()
     steps = []
     for step, text in enumerate(texts):
         step_started = time.perf_counter()
@@ -114,7 +108,7 @@ def run(corpora: int, tokens: int, release: bool, trace: bool, show_progress: bo
         del rag, answer
         if release:
             release_memory()
-        row = {"step": step, "rss_mb": round(rss_mb(), 1), "memory_tokens": memory_tokens,
+        row = {"step": step, "rss_mb": round(resident_mb(), 1), "memory_tokens": memory_tokens,
                "seconds": round(time.perf_counter() - step_started, 2)}
         if trace:
             import tracemalloc

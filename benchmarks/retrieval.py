@@ -47,7 +47,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 QUERIES = [
     "Who built the ark of gopher wood?",

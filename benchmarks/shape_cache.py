@@ -15,18 +15,14 @@ from __future__ import annotations
 import gc
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> int:
     import torch
 
-    from benchmarks.memory_bound import rss_mb
     from memorag.cli import _quiet_libraries
     from memorag.memory import MemoryModel
-    from memorag.memtrim import trim_heap
+    from memorag.memtrim import resident_mb, trim_heap
 
     torch.set_num_threads(1)
     _quiet_libraries()
@@ -40,7 +36,7 @@ def main() -> int:
     forward(64)
     gc.collect()
     trim_heap()
-    print("start", round(rss_mb()), flush=True)
+    print("start", round(resident_mb()), flush=True)
     started = time.time()
     lengths = range(101, 101 + 24 * 13, 13)
     for number, length in enumerate(lengths, start=1):
@@ -48,12 +44,12 @@ def main() -> int:
         gc.collect()
         trim_heap()
         if number % 4 == 0:
-            print(number, "shapes", round(rss_mb()), round(time.time() - started), flush=True)
+            print(number, "shapes", round(resident_mb()), round(time.time() - started), flush=True)
     for length in lengths[:8]:
         forward(length)
     gc.collect()
     trim_heap()
-    print("same shapes again", round(rss_mb()), flush=True)
+    print("same shapes again", round(resident_mb()), flush=True)
     return 0
 
 

@@ -14,10 +14,10 @@ sample (context, instruction, a target; loss on the target only) of the same len
 
 The bound (`train_step_flops`, checked call by call in tests/benchmarks/test_train_bound.py)
 counts the work a step must do: the forward (every raw and memory row through each layer,
-attention as `benchmarks/roofline.py` counts it, and the logits), the backward through the
+attention as `memorag.roofline` counts it, and the logits), the backward through the
 frozen base (input gradients only; weight gradients for the memory projections alone),
 the backward of attention (twice its forward: dQ, dK, dV and the score gradients) and,
-under checkpointing, the recomputed forward. `bounds` from roofline.py turns it into
+under checkpointing, the recomputed forward. `bounds` from `memorag.roofline` turns it into
 seconds at this machine's measured GEMM peak and fused attention rate; tokens/s of the
 bound is the most a step could do. The logits are counted for the rows that have a label
 (the least a step needs; for SFT this is the target only), so a step that computes more
@@ -36,9 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from benchmarks.roofline import Shape, bounds, measure_peaks, memorize_scores  # noqa: E402
+from memorag.roofline import Shape, bounds, measure_peaks, memorize_scores
 
 VOCAB = 49152  # SmolLM2's vocabulary
 RESULTS = Path(__file__).resolve().parent / "results"

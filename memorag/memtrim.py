@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import os
 
 
 @functools.cache
@@ -55,3 +56,9 @@ def release_memory() -> bool:
     """
     gc.collect()
     return trim_heap()
+
+
+def resident_mb() -> float:
+    """The process's resident set now, in MiB (Linux: `/proc/self/statm`); what a trim gives back shows here."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20

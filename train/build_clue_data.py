@@ -16,17 +16,14 @@ in memorag/data/clue_builder.py and memorag/prompts.py.
 import argparse
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from memorag.data.clue_builder import (  # noqa: E402
+from memorag.data.clue_builder import (
     ClueFilter,
     build_clue_data,
     hotpotqa_training_rows,
     read_rows,
 )
-from memorag.generation import OpenAIGenerator  # noqa: E402
+from memorag.generation import OpenAIGenerator
 
 
 def main(argv=None) -> int:

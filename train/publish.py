@@ -13,9 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from memorag.training.publish import model_card, publish_memory_weights  # noqa: E402
+from memorag.training.publish import model_card, publish_memory_weights
 
 
 def main(argv=None) -> int:

@@ -9,11 +9,8 @@ make them with train/build_clue_data.py. `--help` lists every setting.
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from memorag.training.cli import train_main  # noqa: E402
+from memorag.training.cli import train_main
 
 if __name__ == "__main__":
     sys.exit(train_main("sft"))
