@@ -15,6 +15,11 @@ Unknown keys are errors that name the key, its section, the valid keys and the
 closest match. The dataclass is always built by calling the class, so its
 `__post_init__` validation runs.
 
+A field may also accept the name of an entry declared once elsewhere: its metadata
+`{NAMED_ENTRIES: mapping}` makes a string value stand for `mapping[value]` (a copy),
+e.g. `model.architecture: qwen2-7b-instruct` (`memorag.architectures`). An unknown
+name is an error listing the known ones; the built config holds the entry itself.
+
     cfg = load_config(TrainConfig, "configs/pretrain/debug.yaml", ["memory.window=1024"])
     save_config(cfg, out_dir / "config.yaml")
     same = load_config(TrainConfig, out_dir / "config.yaml")
@@ -22,6 +27,7 @@ closest match. The dataclass is always built by calling the class, so its
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import enum
@@ -45,6 +51,10 @@ _NONE_TYPE = type(None)
 _TEXT_TYPES = (str, Path)
 _LIST_ORIGINS = (list, tuple, set, frozenset, Sequence, typing.Sequence)
 _DICT_ORIGINS = (dict, Mapping, typing.Mapping)
+
+
+NAMED_ENTRIES = "memorag.config.named_entries"
+"""Field metadata key: a mapping of names a string value may stand for (see the module docstring)."""
 
 
 class ConfigError(ValueError):
@@ -184,6 +194,9 @@ def format_config_help(cls: type) -> str:
                 walk(type(default), f"{prefix}{f.name}.", default)
                 continue
             shown = "(required)" if default is dataclasses.MISSING else repr(_to_plain(default))
+            named = f.metadata.get(NAMED_ENTRIES)
+            if named:
+                shown += f" (or a name: {', '.join(sorted(named))})"
             lines.append(f"  {prefix}{f.name}: {_type_name(hints[f.name])} = {shown}")
 
     walk(cls, "", None)
@@ -248,7 +261,7 @@ def _build(cls: type[T], data: Any, where: str, base: Any) -> T:
     for name in settable:
         key_where = f"{where}.{name}" if where else name
         if name in data:
-            value = data[name]
+            value = _resolve_name(data[name], fields[name], key_where)
             nested_base = None
             if isinstance(_unwrap(value), Mapping):
                 nested_base = getattr(base, name) if base is not None else _field_default(fields[name])
@@ -265,6 +278,21 @@ def _build(cls: type[T], data: Any, where: str, base: Any) -> T:
         raise
     except (TypeError, ValueError) as err:
         raise ConfigError(f"invalid {_section_name(where, cls)}: {err}") from err
+
+
+def _resolve_name(value: Any, f: dataclasses.Field, where: str) -> Any:
+    """A string value of a field with `NAMED_ENTRIES` metadata: the named entry (a copy)."""
+    entries = f.metadata.get(NAMED_ENTRIES)
+    name = _unwrap(value)
+    if entries is None or not isinstance(name, str):
+        return value
+    if name not in entries:
+        message = f"{where}: unknown name {name!r}; known names: {', '.join(sorted(entries))}"
+        close = difflib.get_close_matches(name, list(entries), n=1, cutoff=0.6)
+        if close:
+            message += f"; did you mean {close[0]!r}?"
+        raise ConfigError(message + " (or give the fields themselves as a mapping)")
+    return copy.deepcopy(entries[name])
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:

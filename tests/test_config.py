@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from memorag.config import (
+    NAMED_ENTRIES,
     ConfigError,
     config_from_argv,
     config_from_dict,
@@ -270,3 +271,25 @@ def test_atomic_writes(tmp_path):
     atomic_write_bytes(target, b"bye")
     assert target.read_bytes() == b"bye"
     assert sorted(p.name for p in target.parent.iterdir()) == ["a.txt"]  # no temp files left
+
+
+SHAPES = {"small": {"width": 2, "depth": 1}, "large": {"width": 8, "depth": 4}}
+
+
+@dataclass
+class ShapedSection:
+    shape: dict[str, int] = field(default_factory=dict, metadata={NAMED_ENTRIES: SHAPES})
+    label: str = "x"
+
+
+def test_a_named_entry_stands_for_its_fields_wherever_the_value_comes_from(tmp_path):
+    file = tmp_path / "c.yaml"
+    file.write_text("shape: small\n")
+    assert load_config(ShapedSection, file).shape == {"width": 2, "depth": 1}
+    assert load_config(ShapedSection, file, ["shape=large"]).shape == {"width": 8, "depth": 4}
+    assert load_config(ShapedSection, None, ["shape={width: 3, depth: 3}"]).shape == {"width": 3, "depth": 3}
+    assert config_from_dict(ShapedSection, {"shape": "large"}).shape is not SHAPES["large"]  # a copy
+    with pytest.raises(ConfigError, match="shape: unknown name 'smal'; known names: large, small; did you mean 'small'"):
+        load_config(ShapedSection, None, ["shape=smal"])
+    assert load_config(ShapedSection, None, ["label=small"]).label == "small"  # only fields with the metadata
+    assert "(or a name: large, small)" in format_config_help(ShapedSection)

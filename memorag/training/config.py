@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from memorag.architectures import ARCHITECTURES
+from memorag.config import NAMED_ENTRIES
 from memorag.memory import MemoryConfig
 
 Stage = Literal["pretrain", "sft"]
@@ -39,7 +41,8 @@ class ModelSection:
 
     - `base`: `embedded` (the offline SmolLM2-135M-Instruct), a hub id, a local folder,
       or `random:FAMILY` (`random:llama`, `random:qwen2`, ...) for a random model.
-    - `architecture`: Hugging Face config fields. For `random:` bases, the model's
+    - `architecture`: Hugging Face config fields, or the name of one declared in
+      `memorag.architectures` (`qwen2-7b-instruct`, ...). For `random:` bases, the model's
       dimensions; for other bases, the expected dimensions (checked against the loaded
       config, and used to build the model on the meta device without downloading it).
     - `tokenizer`: None for the base's own; `byte` for a built-in byte-level tokenizer
@@ -54,7 +57,7 @@ class ModelSection:
     """
 
     base: str = "embedded"
-    architecture: dict[str, Any] = field(default_factory=dict)
+    architecture: dict[str, Any] = field(default_factory=dict, metadata={NAMED_ENTRIES: ARCHITECTURES})
     tokenizer: str | None = None
     dtype: DType = "auto"
     init_seed: int = 0
