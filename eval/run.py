@@ -1,5 +1,7 @@
 """Run the evaluation harness: modes x tasks x context lengths -> JSON lines, markdown tables, plots.
 
+The protocol (tasks, metrics, recall, the held-out split, the records) is docs/evaluation.md.
+
     python eval/run.py --config configs/eval/smoke.yaml
     python eval/run.py --config configs/eval/cpu-hour.yaml out_dir=runs/eval/cpu-hour2 modes=[rag,memorag]
     python eval/run.py --config configs/eval/smoke.yaml num_examples=1 progress=false

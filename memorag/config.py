@@ -20,7 +20,7 @@ A field may also accept the name of an entry declared once elsewhere: its metada
 e.g. `model.architecture: qwen2-7b-instruct` (`memorag.architectures`). An unknown
 name is an error listing the known ones; the built config holds the entry itself.
 
-    cfg = load_config(TrainConfig, "configs/pretrain/debug.yaml", ["memory.window=1024"])
+    cfg = load_config(TrainConfig, "configs/debug.yaml", ["memory.window=1024"])
     save_config(cfg, out_dir / "config.yaml")
     same = load_config(TrainConfig, out_dir / "config.yaml")
 """

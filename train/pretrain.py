@@ -1,4 +1,4 @@
-"""Stage 1: pretrain the memory model on long raw text (docs/memory-model.md).
+"""Stage 1: pretrain the memory model on long raw text (docs/training.md, docs/memory-model.md).
 
     accelerate launch train/pretrain.py --config configs/pretrain/smollm2.yaml [key=value ...]
     accelerate launch --config_file configs/accelerate/deepspeed_zero2.yaml \\

@@ -1,4 +1,4 @@
-"""Stage 2: fine-tune the memory model to write clues (clue SFT; docs/memory-model.md).
+"""Stage 2: fine-tune the memory model to write clues (clue SFT; docs/training.md).
 
     accelerate launch train/sft.py --config configs/sft/smollm2.yaml \\
         model.memory_weights=runs/pretrain-smollm2/final data.files=[data/clues.jsonl]

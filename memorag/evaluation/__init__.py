@@ -1,4 +1,4 @@
-"""The evaluation harness: every mode on the same tasks, metrics and budgets.
+"""The evaluation harness: every mode on the same tasks, metrics and budgets (docs/evaluation.md).
 
     from memorag.evaluation import load_eval_config, run_evaluation
     cells, report = run_evaluation(load_eval_config("configs/eval/smoke.yaml"))

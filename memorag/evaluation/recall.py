@@ -17,21 +17,30 @@ The gold items of an example become *units*, each found or not:
   ``"assignment"``, ``"occurrence"``, ``"supporting_fact"`` (any kind but the two
   below) is one unit: all of them are needed;
 * all ``"answer"`` items of the example form ONE unit, found when any of them is
-  (they are alternative annotations of where the answer is);
+  (they are alternative annotations of where the answer is; repeats count once);
 * ``"document"`` items are document units: found when any evidence overlaps the
   gold document (its span in the context, or any chunk of that document).
 
+Where an item is looked for depends on how the example was memorized: as one
+context, by its ``start``/``end`` (an item without them is unlocated); as
+documents, by its ``doc_id`` and ``doc_start``/``doc_end`` (without those offsets
+the whole document is the region, found by any overlap, like a document unit).
+
 A span unit is found when the union of the evidence spans in its document covers
-at least ``coverage`` (default all) of its characters. ``recall`` is the share
+at least ``coverage`` (default all) of its characters; an empty span is found when
+some evidence in its document holds its position. ``recall`` is the share
 of found units among the *fine* units (all but documents) when the example has
 any, else among the document units; ``doc_recall`` is the share of found document
 units (None without document items). Items without a location (e.g. word counts
 of ``frequent_words``) are not units; an example with no units has recall None.
 
 ``recall@k`` uses the k best-scored pieces of evidence (ties kept in the order
-given); ``recall@all`` uses all the evidence the generator got. A mode that gave
-no evidence and did not retrieve (no ``"retrieve"`` stage in its timings: e.g.
-the memory answering alone) has recall None, "not applicable", never 0.
+given); ``recall@all`` uses all the evidence the generator got. Recall is "not
+applicable" (None, never 0; :func:`not_applicable`) when the mode answers that
+pipeline task without evidence by design (the task is in the mode's
+``Mode.tasks_without_evidence``, e.g. ``memorag:qa``, the memory answering alone):
+the runner decides this from the mode, not from what the answer happens to hold,
+so a retrieval mode that found nothing scores 0.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Training the memory model: config, loop, checkpoints, schedules, logs, held-out evaluation."""
+"""Training the memory model: config, loop, checkpoints, schedules, logs, held-out evaluation.
+
+The recipe (stages, objectives, data, resume, the held-out check) is described in docs/training.md.
+"""
 
 from .build import build_model, byte_tokenizer
 from .config import TrainConfig

@@ -239,7 +239,7 @@ class EvalSection:
 
 @dataclass
 class LossSection:
-    """The training objective (see `memorag.training.distill`).
+    """The training objective (see `memorag.training.objectives` and docs/training.md).
 
     `kind`: `lm` (the paper's next-token loss on raw tokens), `distill` (KL from the
     frozen base reading the whole sequence to the memory model, on the same tokens) or

@@ -26,6 +26,7 @@ its mere presence) closes, with a seeded bootstrap confidence interval over sequ
 
 `evaluate_heldout` returns an `EvalReport` (a table and JSON); the trainer runs it
 every `eval.every_steps` steps, and `train/evaluate.py` runs it on a checkpoint.
+docs/training.md explains why the other-text control is the clean one.
 """
 
 from __future__ import annotations
