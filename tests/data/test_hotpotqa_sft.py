@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,7 @@ def test_the_script_writes_sft_jsonl(tmp_path):
     out = tmp_path / "sft.jsonl"
     result = subprocess.run([sys.executable, str(ROOT / "train" / "build_hotpotqa_sft.py"), "--hotpotqa", str(data),
                              "--rows", "5", "--kinds", "spans", "draft", "--out", str(out)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's package, installed or not
                             capture_output=True, text=True, check=True)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 10 and "wrote 10 samples" in result.stdout

@@ -67,6 +67,7 @@ def test_the_mixture_follows_the_shares_and_writes_no_held_out_text(tmp_path, mo
 
 
 def test_the_script_builds_a_small_mixture_from_the_installed_packages(tmp_path):
+    import os
     import subprocess
     import sys
 
@@ -80,7 +81,9 @@ def test_the_script_builds_a_small_mixture_from_the_installed_packages(tmp_path)
     result = subprocess.run(
         [sys.executable, str(ROOT / "train" / "prepare_mix.py"), "--config",
          str(ROOT / "configs" / "pretrain" / "smollm2-mix-cpu.yaml"), "--chars", "60000", "--synthetic-tokens", "800",
-         "--kjv", str(kjv_file(tmp_path)), f"data.files=[{out}]"], capture_output=True, text=True, timeout=600)
+         "--kjv", str(kjv_file(tmp_path)), f"data.files=[{out}]"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's package, installed or not
+        capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     manifest = json.loads((out.parent / "mix_manifest.json").read_text())
     assert set(manifest["documents"]) == {"kjv", "wiki", "essays", "synthetic"}

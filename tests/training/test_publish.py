@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -101,12 +102,18 @@ def test_corrupt_weights_are_refused_before_anything_is_uploaded(sft_weights):
     assert api.calls == []
 
 
+def _checkout_env() -> dict[str, str]:
+    """The script imports this checkout's package (another checkout may be the installed one)."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
 def test_the_script_writes_the_card_only(sft_weights, tmp_path):
     out = tmp_path / "card.md"
     done = subprocess.run([sys.executable, "train/publish.py", "--weights", str(sft_weights), "--repo", "team/x",
-                           "--card-only", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           "--card-only", str(out)], cwd=ROOT, env=_checkout_env(), capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.read_text() == model_card(sft_weights, "team/x")
-    helped = subprocess.run([sys.executable, "train/publish.py", "--help"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)
+    helped = subprocess.run([sys.executable, "train/publish.py", "--help"], cwd=ROOT, env=_checkout_env(),
+                            capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and "--card-only" in helped.stdout
