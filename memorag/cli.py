@@ -212,7 +212,8 @@ def _overrides(args: argparse.Namespace) -> dict:
     for item in items:
         if "=" not in item:
             raise CliInputError(f"--set {item!r}: write KEY=VALUE")
-        key = parse_override(item)[0].split(".")[0]
+        key = parse_override(item)[0]
+        key = PipelineConfig.renamed_keys.get(key, key).split(".")[0]  # an old flat name: its section
         if key not in keys:
             keys.append(key)
     try:

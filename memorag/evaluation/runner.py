@@ -250,7 +250,7 @@ class EvalRunner:
         """The task's labelled questions for the cic mode's examples, as LOFT builds them: HotpotQA
         training rows (below 5,000) for the HotpotQA sources, a LOFT folder's own few-shot queries;
         none for other sources (the mode then generates examples from the corpus)."""
-        count = self.config.pipeline.cic_examples
+        count = self.config.pipeline.cic.examples
         if task.source in ("hotpotqa", "hotpotqa_corpus"):
             return hotpotqa_few_shot(count, seed=self.config.seed, path=task.options.get("path"))
         if task.source == "loft":

@@ -70,7 +70,7 @@ def test_full_keeps_exactly_the_first_and_last_half_of_the_budget():
     # the prompt fits the window, and one more token on each side would not
     assert generator.count_tokens(prompt) + rag.config.answer_max_new_tokens <= 150
     wider = rag.mode("full").head_and_tail(2 * kept + 2)
-    assert rag.room_left(topic(1, 4), wider, "qa", "en") < 0
+    assert rag.context("full").evidence.room_left(topic(1, 4), wider, "qa", "en") < 0
     assert any(f"first {kept} and the last {kept}" in warning for warning in answer.warnings)
 
 
@@ -85,7 +85,7 @@ def test_full_cuts_across_documents_in_corpus_order():
     pieces = full.head_and_tail(141)  # 70 and 70: all of alpha and gamma, 10 of beta at each end
     assert [(p.doc_id, p.num_tokens) for p in pieces] == [("alpha", 60), ("beta", 10), ("beta", 10), ("gamma", 60)]
     assert pieces[1].text == " ".join(beta.text.split()[:10]) and pieces[2].text == " ".join(beta.text.split()[-10:])
-    assert "\n\n[3] " in rag.render_passages(pieces)  # two pieces of beta: two passages, nothing between
+    assert "\n\n[3] " in rag.context().evidence.render_passages(pieces)  # two pieces of beta: two passages, nothing between
 
 
 def test_full_summarizes_and_needs_a_known_window():
@@ -227,7 +227,7 @@ def test_passages_in_score_order_merge_without_losing_text():
     chunks = rag.chunks[:3]  # consecutive, overlapping
     evidence = [Evidence(c.id, c.doc_id, c.title, c.start_char, c.end_char, c.num_tokens, 1.0, [0], c.text)
                 for c in reversed(chunks)]
-    passages = rag.render_passages(evidence)
+    passages = rag.context().evidence.render_passages(evidence)
     assert passages.count("[1]") == 1 and "[2]" not in passages
     assert rag.documents[0].text[chunks[0].start_char : chunks[2].end_char] in passages
 
@@ -235,14 +235,14 @@ def test_passages_in_score_order_merge_without_losing_text():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"cic_examples": -1}, "cic_examples=-1"),
-        ({"hyde_query_weight": 0}, "hyde_query_weight=0"),
-        ({"rqrag_max_queries": 0}, "rqrag_max_queries=0"),
-        ({"dos_evidence_tokens": 0}, "dos_evidence_tokens=0"),
+        ("cic.examples=-1", r"cic\.examples=-1"),
+        ("hyde.query_weight=0", r"hyde\.query_weight=0"),
+        ("rqrag.max_queries=0", r"rqrag\.max_queries=0"),
+        ("dos.evidence_tokens=0", r"dos\.evidence_tokens=0"),
     ],
 )
 def test_mode_settings_are_checked(settings, message):
-    from memorag.config import ConfigError
+    from memorag.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=message):
-        PipelineConfig(**settings)
+        load_config(PipelineConfig, None, [settings])

@@ -71,7 +71,7 @@ def test_every_query_shares_the_same_prefix():
     rag, generator = cic_rag()
     rag.ask(QUERY)
     rag.ask("Who bakes the rye bread?")
-    prefix = rag.mode("cic").prefix(len(DOCUMENTS), "retrieval", "en")
+    prefix = rag.mode("cic").prefix(rag.context("cic"), len(DOCUMENTS), "retrieval", "en")
     assert prefix.endswith("Final Answer: ['1', '0']\n\n")  # the last example's
     assert generator.prompts == [prefix + cic_prompt.query_suffix(QUERY, "retrieval"),
                                  prefix + cic_prompt.query_suffix("Who bakes the rye bread?", "retrieval")]
@@ -203,8 +203,8 @@ def test_a_corpus_over_the_window_keeps_the_first_documents_and_warns(caplog):
     suffix = cic_prompt.query_suffix(QUERY, "retrieval")
     generator = probe.generator
     max_new = probe.config.answer_max_new_tokens
-    window = generator.count_tokens(mode.prefix(2, "retrieval", "en") + suffix) + max_new
-    assert generator.count_tokens(mode.prefix(3, "retrieval", "en") + suffix) + max_new > window  # 3 do not fit
+    window = generator.count_tokens(mode.prefix(probe.context("cic"), 2, "retrieval", "en") + suffix) + max_new
+    assert generator.count_tokens(mode.prefix(probe.context("cic"), 3, "retrieval", "en") + suffix) + max_new > window  # 3 do not fit
 
     rag, fake = cic_rag("Final Answer: [2, 1]", window=window)
     with caplog.at_level(logging.WARNING, logger="memorag.modes.cic"):
@@ -251,7 +251,7 @@ def test_a_local_generator_computes_the_corpus_once_for_many_queries():
     for query in (QUERY, "Who steers the ferry?", "What does the bakery bake?"):
         answer = rag.ask(query)
         assert answer.raw_reply is not None and isinstance(answer.predicted_ids, list)
-    prefix = rag.mode("cic").prefix(len(DOCUMENTS), "retrieval", "en")
+    prefix = rag.mode("cic").prefix(rag.context("cic"), len(DOCUMENTS), "retrieval", "en")
     cache = generator.prefix_cache
     assert (cache.builds, cache.reuses) == (1, 3)
     assert cache.num_tokens == len(generator.tokenizer(prefix)["input_ids"]) > 100

@@ -9,8 +9,8 @@ import pytest
 
 from memorag import prompts
 from memorag.cli import _overrides, build_parser
-from memorag.config import ConfigError
-from memorag.modes.longrag import short_answer
+from memorag.config import ConfigError, load_config
+from memorag.modes.longrag import LongRAGSettings, short_answer
 from memorag.pipeline import MemoRAG, PipelineConfig
 from memorag.pipeline.types import NO_CHUNK
 from memorag.retrieval import Document
@@ -149,17 +149,17 @@ def test_short_answer_parser():
 
 def test_settings_from_the_command_line_and_their_validation(tmp_path):
     args = build_parser().parse_args(["ask", "--context", "book.txt", WICK_QUESTION, "--mode", "longrag",
-                                      "--set", "longrag_units=1", "--set", "longrag_max_tokens=100"])
+                                      "--set", "longrag.units=1", "--set", "longrag.max_tokens=100"])
     overrides = _overrides(args)
-    assert overrides == {"mode": "longrag", "longrag_units": 1, "longrag_max_tokens": 100}
+    assert overrides == {"mode": "longrag", "longrag": LongRAGSettings(units=1, max_tokens=100)}
     generator = FakeScriptedGenerator(["a long answer", "Mara Quill"])
     rag = longrag(generator, **overrides)
     answer = rag.ask(WICK_QUESTION)  # the mode from the settings
     assert answer.mode == "longrag" and answer.answer == "Mara Quill"
     assert {item.doc_id for item in answer.evidence} == {"lighthouse", "harbour"}
-    for bad in ({"longrag_units": 0}, {"longrag_chunk_tokens": 4}, {"longrag_links": "always"}):
-        with pytest.raises(ConfigError, match=next(iter(bad))):
-            PipelineConfig(**bad)
+    for bad in ("longrag.units=0", "longrag.chunk_tokens=4", "longrag.links=always"):
+        with pytest.raises(ConfigError, match=bad.split("=")[0].replace(".", r"\.")):
+            load_config(PipelineConfig, None, [bad])
 
 
 def test_links_survive_a_save_and_group_the_loaded_corpus(tmp_path):

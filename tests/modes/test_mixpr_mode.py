@@ -11,7 +11,8 @@ import pytest
 
 from memorag import prompts
 from memorag.cli import _overrides, build_parser
-from memorag.config import ConfigError
+from memorag.config import ConfigError, load_config
+from memorag.modes.mixpr import MixPRSettings
 from memorag.pipeline import MemoRAG, PipelineConfig
 from memorag.retrieval import mixpr as mixpr_module
 from tests.pipeline.conftest import FakeEchoGenerator, make_rag
@@ -110,17 +111,17 @@ def test_top_k_the_evidence_budget_and_the_window_cap_what_is_sent():
 
 def test_settings_from_the_command_line_and_their_validation():
     args = build_parser().parse_args(["ask", "--context", "book.txt", WICK_QUESTION, "--mode", "mixpr",
-                                      "--set", "mixpr_router=rules", "--set", "mixpr_top_k=3"])
+                                      "--set", "mixpr.router=rules", "--set", "mixpr.top_k=3"])
     overrides = _overrides(args)
-    assert overrides == {"mode": "mixpr", "mixpr_router": "rules", "mixpr_top_k": 3}
+    assert overrides == {"mode": "mixpr", "mixpr": MixPRSettings(router="rules", top_k=3)}
     rag = mixpr(FakeEchoGenerator("Mara Quill"), evidence_tokens=1000, **overrides)
     answer = rag.ask(WICK_QUESTION)
     assert answer.mode == "mixpr" and answer.answer == "Mara Quill" and len(answer.evidence) == 3
     assert WICK_SENTENCE in [item.text for item in answer.evidence]
-    with pytest.raises(ConfigError, match="mixpr_router"):
-        PipelineConfig(mixpr_router="sometimes")
-    with pytest.raises(ConfigError, match="mixpr_top_k"):
-        PipelineConfig(mixpr_top_k=0)
+    with pytest.raises(ConfigError, match=r"mixpr\.router"):
+        PipelineConfig(mixpr=MixPRSettings(router="sometimes"))
+    with pytest.raises(ConfigError, match=r"mixpr\.top_k"):
+        load_config(PipelineConfig, None, ["mixpr.top_k=0"])
 
 
 def test_the_mode_builds_the_paper_settings_and_the_convention_is_stated():
