@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from memorag.errors import InputError
 from memorag.retrieval.chunking import Chunk, Document
@@ -51,9 +52,10 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, and "total"
     generator: str = ""  # who wrote `answer`
     raw_clues: dict[str, str] = field(default_factory=dict)  # the replies that became `clues`, before parsing
-    predicted_ids: list[str] = field(default_factory=list)  # cic: document ids the reply names, in its order
     warnings: list[str] = field(default_factory=list)  # what the mode had to cut or could not read
-    raw_reply: str = ""  # cic: the generator's reply before parsing
+    # what a mode gives beyond these, by name (JSON-safe values), e.g. cic: "predicted_ids" (the document
+    # ids its reply names) and "raw_reply"; longrag: "long_answer"; mixpr: "route" and "router_reply"
+    extras: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.answer

@@ -329,7 +329,7 @@ class EvalRunner:
             "answer_prompt": form.to_dict() if self.used_answer_prompt(name, pipeline_task) else None,
             "source_row": example.meta.get("row"), "source_split": example.meta.get("split"),
             "few_shot": (("labelled" if rag.few_shot else "generated") if name == "cic" else None),
-            "clues": answer.clues, "raw_clues": answer.raw_clues, "warnings": answer.warnings,
+            "clues": answer.clues, "raw_clues": answer.raw_clues, "extras": answer.extras, "warnings": answer.warnings,
             "generator": answer.generator,
             "generator_prompt_tokens": prompt_tokens,
             "timings": answer.timings, "ask": ask, "context_id": group.context_id, "prepare": prepare,

@@ -1,10 +1,10 @@
 """The `cic` mode: LOFT corpus-in-context, the whole corpus in the prompt, no retriever.
 
 Tasks: `retrieval` (the reply names the documents that answer the query; `Answer.answer`
-is their ids joined with ", ") and `qa` (the reply answers). In both, `Answer.predicted_ids`
+is their ids joined with ", ") and `qa` (the reply answers). In both, `Answer.extras["predicted_ids"]`
 holds the document ids the reply names (retrieval: its final answer; qa: the documents
 it lists before the answer), `Answer.evidence` every document in the prompt (whole, with
-`chunk_id` NO_CHUNK, in prompt order), `Answer.raw_reply` the reply itself, and
+`chunk_id` NO_CHUNK, in prompt order), `Answer.extras["raw_reply"]` the reply itself, and
 `Answer.warnings` what was cut or could not be read (see `cic_answer.py`).
 
 Few-shot examples (`cic.examples` of them): the task's labelled questions when the caller set
@@ -99,7 +99,7 @@ class CiCMode(Mode):
         predicted = [documents[number].id for number in parsed.numbers]
         text = ", ".join(predicted) if task == "retrieval" else parsed.answer
         return Answer(query, task, self.name, text, [], evidence, timings, ctx.generator.name,
-                      predicted_ids=predicted, warnings=warnings, raw_reply=reply)
+                      warnings=warnings, extras={"predicted_ids": predicted, "raw_reply": reply})
 
     def documents(self, ctx: ModeContext, count: int, cut: int | None = None) -> list[Document]:
         """The documents of the prompt: the first `count` of the corpus, the next one's first `cut`

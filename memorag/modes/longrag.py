@@ -16,7 +16,7 @@ the question and the long answer, after few-shot examples. Turn 2 does not repea
 units: the generator interface is single-turn, and sending the units twice would double
 the cost of the longest prompt.
 
-The `Answer`: `answer` is the short answer (streamed through `on_text`), `raw_clues`
+The `Answer`: `answer` is the short answer (streamed through `on_text`), `extras`
 holds the long answer under "long_answer", and `evidence` has one entry per document (or
 piece of a document, for a cut unit) given to the reader, in reading order, scored by its
 unit's MaxP score (a cut unit's pieces: their chunk's score). Reading order is the units
@@ -158,7 +158,7 @@ class LongRAGMode(Mode):
             reply = generator.generate(prompt, system=system, max_new_tokens=context.shared.answer_max_new_tokens,
                                        on_text=hooks.on_text)
         return Answer(query, task, self.name, short_answer(reply, language), [], evidence, timings,
-                      generator.name, {"long_answer": long_answer})
+                      generator.name, extras={"long_answer": long_answer})
 
     @staticmethod
     def _long_prompt(step: EvidenceStep, query: str, language: str, evidence: list[Evidence]) -> str:

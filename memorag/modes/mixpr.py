@@ -15,8 +15,8 @@ many as fit the pipeline's evidence budget (`evidence_tokens`, capped by the gen
 window), go to the generator in document order (or best first, with `evidence_order`).
 
 The `Answer`: `evidence` are MixPR chunks (their `chunk_id` is their node in this mode's
-graph, not one of `pipeline.chunks`); `raw_clues["route"]` is the route taken and
-`raw_clues["router_reply"]` the generator's reply to the router prompt, when it was asked.
+graph, not one of `pipeline.chunks`); `extras["route"]` is the route taken and
+`extras["router_reply"]` the generator's reply to the router prompt, when it was asked.
 """
 
 from __future__ import annotations
@@ -107,5 +107,5 @@ class MixPRMode(Mode):
         hooks.evidence(evidence)
         with timed(timings, "generate"):
             text = step.generate(query, evidence, task, language, hooks.on_text)
-        raw = {"route": route} if reply is None else {"route": route, "router_reply": reply}
-        return Answer(query, task, self.name, text, [], evidence, timings, context.generator.name, raw)
+        extras = {"route": route} if reply is None else {"route": route, "router_reply": reply}
+        return Answer(query, task, self.name, text, [], evidence, timings, context.generator.name, extras=extras)
