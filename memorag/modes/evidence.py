@@ -35,6 +35,13 @@ from memorag.retrieval.chunking import Chunk, Document
 TOKENIZER_MARGIN = 0.9
 
 
+def chunk_evidence(chunk: Chunk, score: float, found_by: Mapping[int, list[int]]) -> Evidence:
+    """A retrieved chunk as `Evidence`: its place, its score (rounded to 6 places) and the
+    indices of the queries that found it (`found_by`, as `EvidenceStep.retrieve` gives it)."""
+    return Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char, chunk.num_tokens,
+                    round(score, 6), found_by.get(chunk.id, []), chunk.text)
+
+
 @dataclass(frozen=True)
 class EvidenceSettings:
     """The pipeline's settings the evidence step reads (`PipelineConfig` fields of the same names)."""
@@ -212,11 +219,7 @@ class EvidenceStep:
         budget = self.budget(query, task, language, max_tokens)
         scores = {hit.chunk_id: hit.score for hit in fused}
         kept = fit_to_budget(fused, self.chunk_by_id, budget)
-        evidence = [
-            Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char, chunk.num_tokens,
-                     round(scores[chunk.id], 6), found_by.get(chunk.id, []), chunk.text)
-            for chunk in kept
-        ]
+        evidence = [chunk_evidence(chunk, scores[chunk.id], found_by) for chunk in kept]
         return self.fit_window(evidence, query, task, language)
 
     def order(self, evidence: Sequence[Evidence], order: str) -> list[Evidence]:
