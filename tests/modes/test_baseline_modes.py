@@ -124,7 +124,7 @@ def test_hyde_weights_the_query_and_warns_without_a_passage():
     assert answer.clues == [] and "alpha" in doc_ids(answer.evidence)
     assert any("no hypothetical passage" in warning for warning in answer.warnings)
     generator = ScriptedGenerator({prompts.fill(prompts.HYDE_PASSAGE, "en", question=query): topic(2, 6)})
-    heavy = memorized(generator, hits_per_query=3, evidence_tokens=32, hyde_query_weight=3.0)
+    heavy = memorized(generator, hits_per_query=3, evidence_tokens=32, hyde={"query_weight": 3.0})
     assert doc_ids(heavy.ask(query, mode="hyde").evidence) == {"alpha"}  # the query's hits outweigh
 
 
@@ -189,7 +189,7 @@ MIXED = topic(2, 6) + " " + topic(0, 2)  # gamma first, a little of alpha
 
 
 def test_dos_and_rag_read_the_same_chunks_in_different_orders_at_equal_budgets():
-    rag = memorized(evidence_tokens=64, hits_per_query=8, dos_evidence_tokens=64)
+    rag = memorized(evidence_tokens=64, hits_per_query=8, dos={"evidence_tokens": 64})
     by_score = rag.ask(MIXED, mode="rag").evidence
     in_order = rag.ask(MIXED, mode="dos").evidence
     assert {item.chunk_id for item in by_score} == {item.chunk_id for item in in_order}
@@ -200,7 +200,7 @@ def test_dos_and_rag_read_the_same_chunks_in_different_orders_at_equal_budgets()
 
 def test_dos_reads_a_larger_budget_in_document_order():
     generator = FakeEchoGenerator()
-    rag = memorized(generator, evidence_tokens=48, hits_per_query=3, dos_evidence_tokens=150)
+    rag = memorized(generator, evidence_tokens=48, hits_per_query=3, dos={"evidence_tokens": 150})
     narrow = rag.ask(MIXED, mode="rag").evidence
     answer = rag.ask(MIXED, mode="dos")
     wide = answer.evidence
@@ -217,7 +217,7 @@ def test_dos_reads_a_larger_budget_in_document_order():
 
 def test_dos_budget_is_capped_by_the_window():
     generator = FakeEchoGenerator(context_window=120)
-    rag = memorized(generator, dos_evidence_tokens=8192)
+    rag = memorized(generator, dos={"evidence_tokens": 8192})
     rag.ask(MIXED, mode="dos")
     assert generator.count_tokens(generator.prompts[-1]) + rag.config.answer_max_new_tokens <= 120
 
