@@ -1,4 +1,4 @@
-"""`MemoRAG`, the pipeline object: models loaded on first use, the corpus, and the steps modes share."""
+"""`MemoRAG`, the pipeline object: models loaded on first use, the corpus, and each mode's context."""
 
 from __future__ import annotations
 
