@@ -116,7 +116,8 @@ def _model_options(parser: argparse.ArgumentParser, memorizing: bool) -> None:
     shape.add_argument("--encoding", default="utf-8", help="encoding of the context files (default: utf-8)")
     add_placement_arguments(parser)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="any pipeline setting, e.g. --set evidence_tokens=1024 (repeatable)")
+                        help="any pipeline setting, e.g. --set evidence_tokens=1024, or a mode's: --set longrag.units=2 "
+                             "(repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress or details on stderr")
 
@@ -212,7 +213,8 @@ def _overrides(args: argparse.Namespace) -> dict:
     for item in items:
         if "=" not in item:
             raise CliInputError(f"--set {item!r}: write KEY=VALUE")
-        key = parse_override(item)[0].split(".")[0]
+        key = parse_override(item)[0]
+        key = PipelineConfig.renamed_keys.get(key, key).split(".")[0]  # an old flat name: its section
         if key not in keys:
             keys.append(key)
     try:

@@ -37,6 +37,7 @@ import os
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
@@ -250,6 +251,7 @@ def _build(cls: type[T], data: Any, where: str, base: Any) -> T:
         raise ConfigError(
             f"{_section_name(where, cls)} must be a mapping of keys to values, got {type(data).__name__} {data!r}"
         )
+    data = _rename_keys(cls, data, where)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     settable = [name for name, f in fields.items() if f.init]
     for key in data:
@@ -293,6 +295,32 @@ def _resolve_name(value: Any, f: dataclasses.Field, where: str) -> Any:
             message += f"; did you mean {close[0]!r}?"
         raise ConfigError(message + " (or give the fields themselves as a mapping)")
     return copy.deepcopy(entries[name])
+
+
+def _rename_keys(cls: type, data: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """Old keys a dataclass still reads under their new names (its `renamed_keys` class attribute:
+    old key -> new dotted key), each with a `FutureWarning` naming the new key."""
+    renamed: Mapping[str, str] = getattr(cls, "renamed_keys", None) or {}
+    if not any(key in renamed for key in data):
+        return data
+    data = dict(data)
+    for old in [key for key in data if key in renamed]:
+        new = renamed[old]
+        prefix = f"{where}." if where else ""
+        warnings.warn(f"setting '{prefix}{old}' is deprecated: it is '{prefix}{new}' now; write that instead "
+                      f"(in YAML, '{new.split('.')[-1]}' under a '{new.split('.')[0]}:' section)",
+                      FutureWarning, stacklevel=4)
+        value = data.pop(old)
+        node: dict[str, Any] = data
+        parts = new.split(".")
+        for part in parts[:-1]:
+            child = _unwrap(node.get(part))
+            if dataclasses.is_dataclass(child) and not isinstance(child, type):
+                child = _to_plain(child)
+            node[part] = dict(child) if isinstance(child, Mapping) else {}
+            node = node[part]
+        node[parts[-1]] = value
+    return data
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:

@@ -252,7 +252,7 @@ class EvalRunner:
         """The task's labelled questions for the cic mode's examples, as LOFT builds them: HotpotQA
         training rows (below 5,000) for the HotpotQA sources, a LOFT folder's own few-shot queries;
         none for other sources (the mode then generates examples from the corpus)."""
-        count = self.config.pipeline.cic_examples
+        count = self.config.pipeline.cic.examples
         if task.source in ("hotpotqa", "hotpotqa_corpus"):
             return hotpotqa_few_shot(count, seed=self.config.seed, path=task.options.get("path"))
         if task.source == "loft":
@@ -331,7 +331,7 @@ class EvalRunner:
             "answer_prompt": form.to_dict() if self.used_answer_prompt(name, pipeline_task) else None,
             "source_row": example.meta.get("row"), "source_split": example.meta.get("split"),
             "few_shot": (("labelled" if rag.few_shot else "generated") if name == "cic" else None),
-            "clues": answer.clues, "raw_clues": answer.raw_clues, "warnings": answer.warnings,
+            "clues": answer.clues, "raw_clues": answer.raw_clues, "extras": answer.extras, "warnings": answer.warnings,
             "generator": answer.generator,
             "generator_prompt_tokens": prompt_tokens,
             "timings": answer.timings, "ask": ask, "context_id": group.context_id, "prepare": prepare,

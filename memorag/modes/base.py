@@ -3,60 +3,59 @@
 from __future__ import annotations
 
 import importlib
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:  # the pipeline imports this module: its names are imported where they are used
-    from memorag.pipeline.core import MemoRAG
-    from memorag.pipeline.types import Answer, AskHooks, Corpus
+from memorag.errors import UnknownModeError
+from memorag.modes.context import ModeContext
+from memorag.results import Answer, AskHooks, timed
 
 
 class Mode(ABC):
     """One way of answering over a memorized corpus.
 
-    To add a mode, subclass `Mode` in any module, give it a `name`, its `tasks` and
-    `default_task`, and decorate it with `@register_mode`; add the module to
-    `MODE_MODULES` so that the mode can be named before anything imported it.
-    `prepare(corpus)` runs before the first `answer` and again whenever the corpus
-    changed (build mode-specific structures there: groups, graphs...). `answer` gets the
-    user's query and a task from `tasks`, and uses the pipeline's shared parts:
-    `pipeline.chunks`, `.documents`, `.retriever`, `.generator`, `.memory_model`,
-    `.memory`, and the helpers `retrieve`, `gather_evidence`, `generate_from_evidence`,
-    `write_clues`, `language_of`. The pipeline times the whole call.
+    To add a mode, subclass `Mode` in a module of its own, give it a `name`, its `tasks` and
+    `default_task`, and decorate it with `@register_mode`; add the module to `MODE_MODULES` so
+    that the mode can be named before anything imported it. Settings of its own are a small
+    dataclass in the same module (`settings_key` names its section of `PipelineConfig`).
+
+    `prepare(context)` runs before the first `answer` and again whenever the corpus changed
+    (build mode-specific structures there: groups, graphs...). `answer(context, query, task,
+    hooks)` answers the user's query for a task of `tasks`. Both get a `ModeContext`: the
+    corpus, its retriever, the generator, memory model and memory (loaded on first use), the
+    shared settings and the mode's own, and the question's `EvidenceStep`. A mode keeps what it
+    builds, never the context. The pipeline times the whole call.
     """
 
     name: ClassVar[str]
     tasks: ClassVar[tuple[str, ...]]
     default_task: ClassVar[str]
+    settings_key: ClassVar[str | None] = None  # the `PipelineConfig` field of this mode's own settings
     needs_memory: ClassVar[bool] = False  # whether `memorize` should build the memory for it
     # tasks answered from no retrieved or given text (e.g. from the memory alone): recall does not apply
     tasks_without_evidence: ClassVar[tuple[str, ...]] = ()
     # the order this mode gives its retrieved evidence in ("document" or "best-first"), which the
     # `evidence_order` setting can override; None: the mode retrieves nothing to order (full, cic)
     own_evidence_order: ClassVar[str | None] = "document"
-    # whether the generator answers with the pipeline's answer prompt (`MemoRAG.answer_form`: the
+    # whether the generator answers with the pipeline's answer prompt (`EvidenceStep.answer_form`: the
     # sentence prompt or a benchmark's); modes with a protocol of their own (longrag, cic) say no
     uses_answer_prompt: ClassVar[bool] = True
 
-    def __init__(self, pipeline: MemoRAG):
-        # Weak: the pipeline keeps its modes, so a strong reference back would make a cycle that keeps a
-        # dropped pipeline (its memory, index and chunks) alive until Python's cyclic collector runs.
-        self._pipeline = weakref.ref(pipeline)
+    def __init__(self, evidence_order: str = "own"):
+        self.evidence_order_setting = evidence_order  # the pipeline's `evidence_order` setting
 
-    @property
-    def pipeline(self) -> MemoRAG:
-        pipeline = self._pipeline()
-        if pipeline is None:
-            raise ReferenceError(f"the pipeline of this {self.name!r} mode is gone; ask through a MemoRAG object")
-        return pipeline
+    @classmethod
+    def settings_of(cls, config: Any) -> Any:
+        """This mode's own settings in the pipeline's `config` (a `PipelineConfig`): its
+        `settings_key` section, or None for a mode without settings."""
+        return getattr(config, cls.settings_key) if cls.settings_key else None
 
-    def prepare(self, corpus: Corpus) -> None:  # noqa: B027 - optional hook, nothing to do by default
+    def prepare(self, context: ModeContext) -> None:  # noqa: B027 - optional hook, nothing to do by default
         """Build what this mode needs from the corpus (called again after it changes)."""
 
     @abstractmethod
-    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
+    def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
         """Answer `query` for `task`."""
 
     def evidence_order(self, task: str | None = None) -> str | None:
@@ -64,11 +63,12 @@ class Mode(ABC):
         setting, or the mode's own; None when it retrieves nothing to order."""
         if self.own_evidence_order is None or (task is not None and task in self.tasks_without_evidence):
             return None
-        setting = self.pipeline.config.evidence_order
+        setting = self.evidence_order_setting
         return self.own_evidence_order if setting == "own" else setting
 
     def retrieve_and_answer(
         self,
+        context: ModeContext,
         query: str,
         task: str,
         language: str,
@@ -89,17 +89,14 @@ class Mode(ABC):
         budget (`max_tokens`), and the generator answers from the evidence, given in
         `evidence_order()`. `clues` (the queries beyond the user's) and `raw` go into the
         `Answer` as they are."""
-        from memorag.pipeline.types import Answer, timed
-
-        rag = self.pipeline
+        step = context.evidence
         with timed(timings, "retrieve"):
-            evidence = rag.gather_evidence(queries, weights, task, query, language, max_tokens=max_tokens, k=k,
-                                           union=union)
-            evidence = rag.order_evidence(evidence, self.evidence_order(task) or "document")
+            evidence = step.gather(queries, weights, task, query, language, max_tokens=max_tokens, k=k, union=union)
+            evidence = step.order(evidence, self.evidence_order(task) or "document")
         hooks.evidence(evidence)
         with timed(timings, "generate"):
-            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
-        return Answer(query, task, self.name, text, list(clues), evidence, timings, rag.generator.name,
+            text = step.generate(query, evidence, task, language, hooks.on_text)
+        return Answer(query, task, self.name, text, list(clues), evidence, timings, context.generator.name,
                       dict(raw or {}), warnings=list(warnings))
 
 
@@ -131,7 +128,5 @@ def available_modes() -> list[str]:
 def get_mode(name: str) -> type[Mode]:
     _import_mode_modules()
     if name not in _MODES:
-        from memorag.pipeline.types import UnknownModeError
-
         raise UnknownModeError(f"unknown mode {name!r}; available modes: {', '.join(sorted(_MODES))}")
     return _MODES[name]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from memorag import prompts
 from memorag.clues import text_units, truncate_units
-from memorag.pipeline.types import FewShotExample
+from memorag.results import FewShotExample
 from memorag.retrieval.chunking import Document, split_sentences_for_mixpr
 
 # An example sentence needs this many units (words; characters of Chinese): a lead to quote

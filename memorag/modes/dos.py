@@ -4,7 +4,7 @@ DOS-RAG (Laitenberger et al. 2025, "document's original structure"): the query a
 retrieves, the best chunks that fit the budget are kept, and the reader gets them in
 the order they stand in the documents rather than by score. With budgets of several
 thousand tokens this simple baseline matches much heavier systems, so its budget is
-`dos_evidence_tokens` (default 8192, capped by the generator's window), not the
+`dos.evidence_tokens` (default 8192, capped by the generator's window), not the
 `evidence_tokens` that `rag` uses. Enough hits are retrieved to fill it with full-size
 chunks, plus `hits_per_query` for shorter ones at documents' ends.
 
@@ -14,9 +14,23 @@ chunks, plus `hits_per_query` for shorter ones at documents' ends.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks
+from memorag.modes.context import ModeContext
+from memorag.results import Answer, AskHooks
+
+
+@dataclass
+class DOSSettings:
+    """The dos mode's settings (`--set dos.evidence_tokens=...`); rag and the others use `evidence_tokens`."""
+
+    evidence_tokens: int = 8192  # evidence budget (also capped by the generator's window)
+
+    def __post_init__(self) -> None:
+        if self.evidence_tokens < 1:
+            raise ConfigError(f"dos.evidence_tokens={self.evidence_tokens} must be at least 1")
 
 
 @register_mode
@@ -26,12 +40,14 @@ class DOSRAGMode(Mode):
     name = "dos"
     tasks = ("qa", "summarize")
     default_task = "qa"
+    settings_key = "dos"
 
-    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
-        rag = self.pipeline
-        config = rag.config
-        language = rag.language_of(query)
-        budget = rag.evidence_budget(query, task, language, config.dos_evidence_tokens)
-        k = math.ceil(budget / config.chunk_tokens) + config.hits_per_query
+    def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
+        settings: DOSSettings = context.settings
+        shared = context.shared
+        language = context.language_of(query)
+        budget = context.evidence.budget(query, task, language, settings.evidence_tokens)
+        k = math.ceil(budget / shared.chunk_tokens) + shared.hits_per_query
         # the best chunks within the budget, in document order
-        return self.retrieve_and_answer(query, task, language, hooks, {}, [query], [1.0], max_tokens=budget, k=k)
+        return self.retrieve_and_answer(context, query, task, language, hooks, {}, [query], [1.0], max_tokens=budget,
+                                        k=k)

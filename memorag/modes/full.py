@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from memorag.errors import PipelineError
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, PipelineError, timed
+from memorag.modes.context import ModeContext
+from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, timed
 from memorag.retrieval.chunking import token_spans
 
 
@@ -33,20 +35,23 @@ class FullMode(Mode):
     default_task = "qa"
     own_evidence_order = None  # reads the corpus itself, nothing ranked
 
-    def __init__(self, pipeline):
-        super().__init__(pipeline)
+    def __init__(self, evidence_order: str = "own"):
+        super().__init__(evidence_order)
         self._token_spans: list[np.ndarray] | None = None
+        self._documents: tuple = ()
 
-    def prepare(self, corpus: Corpus) -> None:
-        self._token_spans = None
+    def prepare(self, context: ModeContext) -> None:
+        self._documents = context.documents
+        tokenizer = context.tokenizer
+        self._token_spans = [np.asarray(token_spans(tokenizer, document.text), dtype=np.int64).reshape(-1, 2)
+                             for document in self._documents]  # each [N_tokens, 2]
 
-    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
-        rag = self.pipeline
-        language = rag.language_of(query)
+    def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
+        language = context.language_of(query)
         timings: dict[str, float] = {}
         warnings: list[str] = []
         with timed(timings, "truncate"):
-            evidence = self.fit(query, task, language)
+            evidence = self.fit(context, query, task, language)
         total = sum(len(spans) for spans in self.token_spans())
         kept = sum(item.num_tokens for item in evidence)
         if kept < total:
@@ -55,31 +60,30 @@ class FullMode(Mode):
                             f"{total - kept} in the middle dropped")
         hooks.evidence(evidence)
         with timed(timings, "generate"):
-            text = rag.generate_from_evidence(query, evidence, task, language, hooks.on_text)
-        return Answer(query, task, self.name, text, [], evidence, timings, rag.generator.name, warnings=warnings)
+            text = context.evidence.generate(query, evidence, task, language, hooks.on_text)
+        return Answer(query, task, self.name, text, [], evidence, timings, context.generator.name, warnings=warnings)
 
     def token_spans(self) -> list[np.ndarray]:
         """Each document's tokens as (start, end) character offsets ([N_tokens, 2]), in the
-        pipeline's tokenizer; computed once per corpus."""
+        pipeline's tokenizer; computed once per corpus, by `prepare`."""
         if self._token_spans is None:
-            tokenizer = self.pipeline.tokenizer
-            self._token_spans = [np.asarray(token_spans(tokenizer, document.text), dtype=np.int64).reshape(-1, 2)
-                                 for document in self.pipeline.documents]  # each [N_tokens, 2]
+            raise PipelineError("the full mode is not prepared yet; ask a question first")
         return self._token_spans
 
-    def fit(self, query: str, task: str, language: str) -> list[Evidence]:
+    def fit(self, context: ModeContext, query: str, task: str, language: str) -> list[Evidence]:
         """The corpus cut to what the generator's window leaves (see the module docstring)."""
-        rag = self.pipeline
-        budget = rag.room_left(query, [], task, language)
+        step = context.evidence
+        budget = step.room_left(query, [], task, language)
         if budget is None:
             raise PipelineError(f"the full mode cuts the corpus to the generator's window, and the window of "
-                                f"{rag.generator.name} is unknown; set generator_window")
+                                f"{context.generator.name} is unknown; set generator_window")
         while True:
             if budget < 2:
                 raise PipelineError("the generator's window leaves no room for the corpus after the prompt and the "
                                     "answer; shorten the query or lower answer_max_new_tokens")
             evidence = self.head_and_tail(budget)
-            left = rag.room_left(query, evidence, task, language)
+            left = step.room_left(query, evidence, task, language)
+            assert left is not None  # the window is known (checked above)
             if left >= 0:
                 return evidence
             budget = min(budget - 1, budget + left)
@@ -87,7 +91,7 @@ class FullMode(Mode):
     def head_and_tail(self, budget: int) -> list[Evidence]:
         """The whole corpus if it has at most `budget` tokens, else its first `budget // 2`
         and last `budget // 2` tokens, as pieces of documents in corpus order."""
-        documents = self.pipeline.documents
+        documents = self._documents
         spans = self.token_spans()
         if sum(len(tokens) for tokens in spans) <= budget:
             return [self._piece(number, 0, len(spans[number])) for number in range(len(documents))]
@@ -115,7 +119,7 @@ class FullMode(Mode):
     def _piece(self, number: int, first: int, stop: int) -> Evidence:
         """Tokens `first`..`stop`-1 of document `number`; a piece that reaches a document's
         start or end takes the text up to it (whitespace around the tokens included)."""
-        document = self.pipeline.documents[number]
+        document = self._documents[number]
         tokens = self.token_spans()[number]
         start = 0 if first == 0 else int(tokens[first, 0])
         end = len(document.text) if stop == len(tokens) else int(tokens[stop - 1, 1])

@@ -4,7 +4,7 @@ HyDE (Gao et al. 2022): a passage that answers the question, even with wrong fac
 looks more like the passages that hold the answer than the question does. The
 generator writes it (as in HyDE; the memory model is not used). The query and the
 passage each retrieve `hits_per_query` chunks; the lists are fused with weights
-`hyde_query_weight` for the query (default 1) and 1 for the passage, HyDE's equal
+`hyde.query_weight` for the query (default 1) and 1 for the passage, HyDE's equal
 weighting of the query and its hypothetical document. The generator then answers from
 the evidence as in `rag`. `Answer.clues` holds the passage (retrieval query 1).
 """
@@ -12,12 +12,29 @@ the evidence as in `rag`. `Answer.clues` holds the passage (retrieval query 1).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from memorag import prompts
+from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks, timed
+from memorag.modes.context import ModeContext
+from memorag.results import Answer, AskHooks, timed
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class HyDESettings:
+    """The hyde mode's settings (`--set hyde.max_new_tokens=...`)."""
+
+    max_new_tokens: int = 128  # the hypothetical answer passage
+    query_weight: float = 1.0  # fusion weight of the query's own hits (the passage's weigh 1)
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"hyde.max_new_tokens={self.max_new_tokens} must be at least 1")
+        if not 0 < self.query_weight < float("inf"):
+            raise ConfigError(f"hyde.query_weight={self.query_weight} must be a finite number above 0")
 
 
 @register_mode
@@ -27,21 +44,21 @@ class HyDEMode(Mode):
     name = "hyde"
     tasks = ("qa",)
     default_task = "qa"
+    settings_key = "hyde"
 
-    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
-        rag = self.pipeline
-        config = rag.config
-        language = rag.language_of(query)
+    def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
+        settings: HyDESettings = context.settings
+        language = context.language_of(query)
         timings: dict[str, float] = {}
         warnings: list[str] = []
         with timed(timings, "hypothesis"):
-            reply = rag.generator.generate(prompts.fill(prompts.HYDE_PASSAGE, language, question=query),
-                                           max_new_tokens=config.hyde_max_new_tokens)
+            reply = context.generator.generate(prompts.fill(prompts.HYDE_PASSAGE, language, question=query),
+                                               max_new_tokens=settings.max_new_tokens)
         passages = [reply.strip()] if reply.strip() else []
         if not passages:
             warnings.append("hyde: the generator wrote no hypothetical passage; the query retrieved alone")
             logger.warning(warnings[-1])
         hooks.clues(passages)
-        weights = [config.hyde_query_weight] + [1.0] * len(passages)
-        return self.retrieve_and_answer(query, task, language, hooks, timings, [query, *passages], weights,
+        weights = [settings.query_weight] + [1.0] * len(passages)
+        return self.retrieve_and_answer(context, query, task, language, hooks, timings, [query, *passages], weights,
                                         clues=passages, raw={"hyde": reply}, warnings=warnings)

@@ -1,12 +1,12 @@
 """The `longrag` mode: long retrieval units ranked by MaxP, read by a long reader in two turns.
 
 After LongRAG (Jiang et al. 2024). `prepare` groups the corpus documents into units of at
-most `longrag_max_tokens` tokens, by their own `links` or by shared rare terms
-(`longrag_links`), cuts the units into ~512-token chunks and indexes them with a retriever
+most `longrag.max_tokens` tokens, by their own `links` or by shared rare terms
+(`longrag.links`), cuts the units into ~512-token chunks and indexes them with a retriever
 of the pipeline's kind (`memorag.retrieval.unit_index.UnitIndex`). A unit scores as its
 best chunk (MaxP).
 
-`answer` (task qa) gives the reader the best units, at most `longrag_units`, while they fit
+`answer` (task qa) gives the reader the best units, at most `longrag.units`, while they fit
 the generator's window; it stops at the first unit that does not fit, so a lower-ranked unit
 never replaces a better one. When even the best unit alone is too long (one long document,
 or a unit cap above the window), its best-scoring chunks that fit are read instead. The
@@ -16,7 +16,7 @@ the question and the long answer, after few-shot examples. Turn 2 does not repea
 units: the generator interface is single-turn, and sending the units twice would double
 the cost of the longest prompt.
 
-The `Answer`: `answer` is the short answer (streamed through `on_text`), `raw_clues`
+The `Answer`: `answer` is the short answer (streamed through `on_text`), `extras`
 holds the long answer under "long_answer", and `evidence` has one entry per document (or
 piece of a document, for a cut unit) given to the reader, in reading order, scored by its
 unit's MaxP score (a cut unit's pieces: their chunk's score). Reading order is the units
@@ -29,19 +29,44 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
+from typing import Literal
 
 from memorag import prompts
+from memorag.config import ConfigError
+from memorag.errors import PipelineError
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.core import TOKENIZER_MARGIN
-from memorag.pipeline.types import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, PipelineError, timed
+from memorag.modes.context import ModeContext
+from memorag.modes.evidence import TOKENIZER_MARGIN, EvidenceStep
+from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, timed
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import count_tokens
 from memorag.retrieval.hybrid import fit_to_budget
 from memorag.retrieval.longrag import Unit
-from memorag.retrieval.unit_index import UnitIndex, choose_links, default_chunk_tokens
+from memorag.retrieval.unit_index import LINK_POLICIES, UnitIndex, choose_links, default_chunk_tokens
 
 logger = logging.getLogger(__name__)
 
+
+@dataclass
+class LongRAGSettings:
+    """The longrag mode's settings (`--set longrag.units=2`); its reader reads whole units, not
+    `evidence_tokens`."""
+
+    max_tokens: int = 4096  # cap on a unit's tokens (only a single longer document exceeds it)
+    links: Literal["auto", "given", "terms"] = "auto"  # grouping links; see unit_index.choose_links
+    chunk_tokens: int | None = None  # MaxP chunks; None: 512, fewer if the embedder reads fewer
+    units: int = 4  # most units given to the reader (fewer when the generator's window is smaller)
+    long_answer_tokens: int = 256  # the reader's first turn, the long answer
+
+    def __post_init__(self) -> None:
+        for name in ("max_tokens", "units", "long_answer_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"longrag.{name}={getattr(self, name)} must be at least 1")
+        if self.chunk_tokens is not None and self.chunk_tokens < 8:
+            raise ConfigError(f"longrag.chunk_tokens={self.chunk_tokens} is too small (at least 8, or None)")
+        if self.links not in LINK_POLICIES:
+            raise ConfigError(f"longrag.links={self.links!r}; choose one of {', '.join(LINK_POLICIES)}")
 
 
 def short_answer(reply: str, language: str = "en") -> str:
@@ -64,8 +89,10 @@ class LongRAGMode(Mode):
     default_task = "qa"
     own_evidence_order = "best-first"  # units by rank, each unit's documents in unit order
     uses_answer_prompt = False  # LongRAG's two turns, its own prompts
+    settings_key = "longrag"
 
     index: UnitIndex | None = None
+    _tokenizer = None  # the memory model's tokenizer, which the evidence's token counts use
 
     @property
     def units(self) -> list[Unit]:
@@ -74,76 +101,79 @@ class LongRAGMode(Mode):
             raise PipelineError("the longrag mode is not prepared yet; ask a question first")
         return self.index.units
 
-    def prepare(self, corpus: Corpus) -> None:
-        rag, config = self.pipeline, self.pipeline.config
-        documents = list(corpus.documents)
-        chunk_tokens = self._chunk_tokens()
+    def prepare(self, context: ModeContext) -> None:
+        settings: LongRAGSettings = context.settings
+        documents = list(context.documents)
+        chunk_tokens = self._chunk_tokens(context)
+        self._tokenizer = context.tokenizer
         self.index = UnitIndex(
             documents,
-            rag.tokenizer,
-            rag.new_retriever(),
-            max_tokens=config.longrag_max_tokens,
+            context.tokenizer,
+            context.new_retriever(),
+            max_tokens=settings.max_tokens,
             chunk_tokens=chunk_tokens,
-            overlap_tokens=min(config.overlap_tokens, chunk_tokens // 4),
-            links=choose_links(documents, config.longrag_links),
+            overlap_tokens=min(context.shared.overlap_tokens, chunk_tokens // 4),
+            links=choose_links(documents, settings.links),
         )
 
-    def _chunk_tokens(self) -> int:
-        """`longrag_chunk_tokens`, or by default 512 capped by what the embedder reads.
+    def _chunk_tokens(self, context: ModeContext) -> int:
+        """`longrag.chunk_tokens`, or by default 512 capped by what the embedder reads.
 
         The embedder's limit is in its own word pieces, chunks are in the memory model's
         tokens: close enough to keep most of each chunk visible to the embedder.
         """
-        rag = self.pipeline
         limit = None
-        if rag.config.retriever != "bm25":
-            found = getattr(rag.embedder, "max_seq_length", None)
+        if context.shared.retriever != "bm25":
+            found = getattr(context.embedder, "max_seq_length", None)
             limit = found if isinstance(found, int) and found > 0 else None
-        wanted = rag.config.longrag_chunk_tokens
+        wanted = context.settings.chunk_tokens
         if wanted is None:
             return default_chunk_tokens(limit)
         if limit is not None and wanted > limit:
-            logger.warning("longrag_chunk_tokens=%d but the embedder reads only %d tokens: the end of each "
-                           "chunk is not embedded; set longrag_chunk_tokens=%d or leave it unset", wanted, limit, limit)
+            logger.warning("longrag.chunk_tokens=%d but the embedder reads only %d tokens: the end of each "
+                           "chunk is not embedded; set longrag.chunk_tokens=%d or leave it unset", wanted, limit, limit)
         return wanted
 
-    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
-        rag, config = self.pipeline, self.pipeline.config
+    def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
+        settings: LongRAGSettings = context.settings
         assert self.index is not None, "the pipeline prepares a mode before it answers"
-        language = rag.language_of(query)
+        generator, step = context.generator, context.evidence
+        language = context.language_of(query)
         system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
         timings: dict[str, float] = {}
         with timed(timings, "retrieve"):
             ranked, hits = self.index.rank(query)
-            evidence = self._select(query, language, ranked, hits)
+            evidence = self._select(context, query, language, ranked, hits)
             if self.evidence_order(task) == "document":
-                evidence = rag.order_evidence(evidence, "document")
+                evidence = step.order(evidence, "document")
         hooks.evidence(evidence)
         with timed(timings, "generate"):
-            long_answer = rag.generator.generate(
-                self._long_prompt(query, language, evidence), system=system,
-                max_new_tokens=config.longrag_long_answer_tokens,
+            long_answer = generator.generate(
+                self._long_prompt(step, query, language, evidence), system=system,
+                max_new_tokens=settings.long_answer_tokens,
             ).strip()
         with timed(timings, "extract"):
             prompt = prompts.fill(prompts.LONGRAG_SHORT_ANSWER, language, question=query, long_answer=long_answer,
                                   examples=prompts.fill(prompts.LONGRAG_EXAMPLES, language))
-            reply = rag.generator.generate(prompt, system=system, max_new_tokens=config.answer_max_new_tokens,
-                                           on_text=hooks.on_text)
+            reply = generator.generate(prompt, system=system, max_new_tokens=context.shared.answer_max_new_tokens,
+                                       on_text=hooks.on_text)
         return Answer(query, task, self.name, short_answer(reply, language), [], evidence, timings,
-                      rag.generator.name, {"long_answer": long_answer})
+                      generator.name, extras={"long_answer": long_answer})
 
-    def _long_prompt(self, query: str, language: str, evidence: list[Evidence]) -> str:
-        passages = self.pipeline.render_passages(evidence, language)
+    @staticmethod
+    def _long_prompt(step: EvidenceStep, query: str, language: str, evidence: list[Evidence]) -> str:
+        passages = step.render_passages(evidence, language)
         return prompts.fill(prompts.LONGRAG_LONG_ANSWER, language, passages=passages, question=query)
 
     # -- what the reader gets ---------------------------------------------------------------------
-    def _select(self, query: str, language: str, ranked: list[tuple[str, float]], hits: list[Hit]) -> list[Evidence]:
+    def _select(self, context: ModeContext, query: str, language: str, ranked: list[tuple[str, float]],
+                hits: list[Hit]) -> list[Evidence]:
         """The best units that fit (see the module docstring), as evidence in reading order."""
         assert self.index is not None
-        budget = self._budget(query, language)
+        budget = self._budget(context, query, language)
         groups: list[list[Evidence]] = []  # one group per unit, best unit first
         used = 0
-        for unit_id, score in ranked[: self.pipeline.config.longrag_units]:
+        for unit_id, score in ranked[: context.settings.units]:
             unit = self.index.unit_by_id[unit_id]
             if budget is not None and used + unit.num_tokens > budget:
                 break
@@ -152,23 +182,23 @@ class LongRAGMode(Mode):
         if not groups and ranked:
             assert budget is not None  # only a budget stops the best unit
             groups.append(self._best_pieces(self.index.unit_by_id[ranked[0][0]], hits, budget))
-        return self._fit_window(query, language, groups)
+        return self._fit_window(context, query, language, groups)
 
-    def _budget(self, query: str, language: str) -> int | None:
+    def _budget(self, context: ModeContext, query: str, language: str) -> int | None:
         """Unit tokens the window leaves after the first turn's prompt and reply (None: no window known)."""
-        generator = self.pipeline.generator
-        window = generator.context_window
-        if not window:
-            return None
+        step, reply_tokens = context.evidence, context.settings.long_answer_tokens
         system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
-        overhead = generator.count_tokens(self._long_prompt(query, language, []), system)
-        room = window - overhead - self.pipeline.config.longrag_long_answer_tokens
+        prompt = self._long_prompt(step, query, language, [])
+        room = step.room_after(prompt, system, reply_tokens)
+        if room is None:
+            return None
         budget = int(room * TOKENIZER_MARGIN)
         if budget < 1:
+            window = context.generator.context_window
             raise PipelineError(
                 f"the generator's window ({window} tokens) leaves no room for documents after the prompt "
-                f"({overhead}) and the long answer ({self.pipeline.config.longrag_long_answer_tokens}); "
-                "shorten the query or lower longrag_long_answer_tokens"
+                f"({window - reply_tokens - room}) and the long answer ({reply_tokens}); "
+                "shorten the query or lower longrag.long_answer_tokens"
             )
         return budget
 
@@ -179,7 +209,7 @@ class LongRAGMode(Mode):
             document = self.index.documents[doc_id]
             evidence.append(Evidence(
                 NO_CHUNK, document.id, document.title, 0, len(document.text),
-                count_tokens(self.pipeline.tokenizer, document.text), round(score, 6), [0], document.text,
+                count_tokens(self._tokenizer, document.text), round(score, 6), [0], document.text,
             ))
         return evidence
 
@@ -194,21 +224,23 @@ class LongRAGMode(Mode):
                 text = document.text[start:end]
                 evidence.append(Evidence(
                     NO_CHUNK, document.id, document.title, start, end,
-                    count_tokens(self.pipeline.tokenizer, text), round(scores[chunk.id], 6), [0], text,
+                    count_tokens(self._tokenizer, text), round(scores[chunk.id], 6), [0], text,
                 ))
         return evidence
 
-    def _fit_window(self, query: str, language: str, groups: list[list[Evidence]]) -> list[Evidence]:
+    def _fit_window(self, context: ModeContext, query: str, language: str,
+                    groups: list[list[Evidence]]) -> list[Evidence]:
         """Check the first turn's prompt with the generator's own count: while it is too long,
         drop the last unit, and from a single unit its weakest (then last) piece."""
-        generator = self.pipeline.generator
-        window = generator.context_window
+        step, reply_tokens = context.evidence, context.settings.long_answer_tokens
         flat = lambda: [item for group in groups for item in group]
-        if not window:
-            return flat()
         system = prompts.fill(prompts.GENERATOR_SYSTEM, language)
-        limit = window - self.pipeline.config.longrag_long_answer_tokens
-        while groups and generator.count_tokens(self._long_prompt(query, language, flat()), system) > limit:
+
+        def too_long() -> bool:
+            room = step.room_after(self._long_prompt(step, query, language, flat()), system, reply_tokens)
+            return room is not None and room < 0
+
+        while groups and too_long():
             if len(groups) > 1:
                 groups.pop()
                 continue

@@ -11,8 +11,35 @@ where a chunk needs several clues agreeing to displace one of the query's hits.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from memorag import prompts
+from memorag.clues import combine_clues, parse_clues
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks, Corpus, timed
+from memorag.modes.context import ModeContext
+from memorag.results import Answer, AskHooks, timed
+
+# The clue bar: "writing clues 1/3 [00:06, questions]", the kind being written last.
+_CLUE_BAR = "{desc} {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+
+
+@dataclass(frozen=True)
+class MemoRAGSettings:
+    """The memorag mode's settings: `PipelineConfig` fields of the same names, kept at the top level
+    because retrieval alone (`memorag.pipeline.search`) and the evaluations use them too."""
+
+    clue_kinds: tuple[str, ...]
+    max_clues: int
+    clue_max_new_tokens: int
+    memorag_evidence: str  # "union" or "fusion"
+    memorag_hits: int
+    query_weight: float
+    answer_max_new_tokens: int
 
 
 @register_mode
@@ -25,24 +52,71 @@ class MemoRAGMode(Mode):
     needs_memory = True
     tasks_without_evidence = ("qa",)  # the memory model answers from its memory alone
 
-    def prepare(self, corpus: Corpus) -> None:
-        self.pipeline.ensure_memory()
+    @classmethod
+    def settings_of(cls, config: Any) -> MemoRAGSettings:
+        return MemoRAGSettings(tuple(config.clue_kinds), config.max_clues, config.clue_max_new_tokens,
+                               config.memorag_evidence, config.memorag_hits, config.query_weight,
+                               config.answer_max_new_tokens)
 
-    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
-        rag = self.pipeline
-        language = rag.language_of(query)
+    def prepare(self, context: ModeContext) -> None:
+        _ = context.memory  # built now, if `memorize` was told not to
+
+    def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
+        settings: MemoRAGSettings = context.settings
+        language = context.language_of(query)
         timings: dict[str, float] = {}
         if task == "qa":
             with timed(timings, "generate"):
-                text = rag.answer_from_memory(query, language, hooks.on_text)
-            return Answer(query, task, self.name, text, timings=timings, generator=f"{rag.memory_model.name} (memory)")
+                text = self.answer_from_memory(context, query, language, hooks.on_text)
+            return Answer(query, task, self.name, text, timings=timings,
+                          generator=f"{context.memory_model.name} (memory)")
         with timed(timings, "clues"):
-            clues, raw = rag.write_clues(query, task, language, show_progress=hooks.show_progress)
+            clues, raw = self.write_clues(context, query, task, language, show_progress=hooks.show_progress)
         hooks.clues(clues)
-        config = rag.config
-        weights = [config.query_weight] + [1.0] * len(clues)
-        union = config.memorag_evidence == "union"
-        return self.retrieve_and_answer(query, task, language, hooks, timings, [query, *clues], weights,
+        weights = [settings.query_weight] + [1.0] * len(clues)
+        union = settings.memorag_evidence == "union"
+        return self.retrieve_and_answer(context, query, task, language, hooks, timings, [query, *clues], weights,
                                         clues=clues, raw=raw, union=union,
-                                        k=config.memorag_hits if union else None)
+                                        k=settings.memorag_hits if union else None)
 
+    def answer_from_memory(self, context: ModeContext, query: str, language: str,
+                           on_text: Callable[[str], None] | None = None) -> str:
+        """The memory model's answer to `query` from its memory alone (task qa), streamed to `on_text`."""
+        from memorag.generation import TextStream
+
+        memory_model = context.memory_model
+        stream = TextStream(memory_model.tokenizer, on_text)
+        memory_model.generate(
+            prompts.fill(prompts.MEMORY_ANSWER, language, question=query),
+            memory=context.memory,
+            max_new_tokens=context.settings.answer_max_new_tokens,
+            on_token=lambda token: stream.push([token]),
+        )
+        return stream.finish().strip()
+
+    def write_clues(self, context: ModeContext, query: str, task: str, language: str,
+                    show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
+        """The memory model's clues (or key points, for `summarize`) and its raw replies;
+        `show_progress`: a bar on stderr naming the clue kind being written, with the seconds spent."""
+        settings: MemoRAGSettings = context.settings
+        memory = context.memory
+        if task == "summarize":
+            focus = prompts.fill(prompts.KEY_POINTS_FOCUS, language, request=query)
+            requests = {"key_points": (prompts.fill(prompts.MEMORY_KEY_POINTS, language, focus=focus), True)}
+        else:
+            templates = {"spans": prompts.CLUE_INSTRUCTION, "questions": prompts.MEMORY_QUESTIONS,
+                         "draft": prompts.MEMORY_DRAFT}
+            requests = {kind: (prompts.fill(templates[kind], language, question=query), kind != "draft")
+                        for kind in settings.clue_kinds}
+        raw: dict[str, str] = {}
+        groups: list[list[str]] = []
+        with tqdm(total=len(requests), desc="writing clues", unit="kind", disable=not show_progress,
+                  file=sys.stderr, bar_format=_CLUE_BAR) as bar:
+            for kind, (prompt, split_lines) in requests.items():
+                bar.set_postfix_str(kind)
+                raw[kind] = context.memory_model.generate(prompt, memory=memory,
+                                                          max_new_tokens=settings.clue_max_new_tokens)
+                groups.append(parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines,
+                                          max_clues=settings.max_clues))
+                bar.update()
+        return combine_clues(groups, settings.max_clues, query), raw

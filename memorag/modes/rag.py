@@ -9,7 +9,8 @@ same retrieval read in document order, with a larger budget.
 from __future__ import annotations
 
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks
+from memorag.modes.context import ModeContext
+from memorag.results import Answer, AskHooks
 
 
 @register_mode
@@ -22,6 +23,6 @@ class RAGMode(Mode):
     default_task = "qa"
     own_evidence_order = "best-first"
 
-    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
-        language = self.pipeline.language_of(query)
-        return self.retrieve_and_answer(query, task, language, hooks, {}, [query], [1.0])
+    def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
+        language = context.language_of(query)
+        return self.retrieve_and_answer(context, query, task, language, hooks, {}, [query], [1.0])

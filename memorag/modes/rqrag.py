@@ -3,8 +3,8 @@
 RQ-RAG (Chan et al. 2024) refines a query before retrieving: rewriting it, decomposing
 a multi-hop question into simpler ones. Here one prompt asks the generator for both, one
 question per line (the rewrite first); the reply is cleaned by the clue parser, at most
-`rqrag_max_queries` are kept. The query and each of them retrieve `hits_per_query`
-chunks; the lists are fused with weight `rqrag_query_weight` for the query (default 1)
+`rqrag.max_queries` are kept. The query and each of them retrieve `hits_per_query`
+chunks; the lists are fused with weight `rqrag.query_weight` for the query (default 1)
 and 1 for each generated question. `Answer.clues` holds them (retrieval queries 1..).
 """
 
@@ -12,13 +12,32 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 
 from memorag import prompts
 from memorag.clues import combine_clues, parse_clues
+from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
-from memorag.pipeline.types import Answer, AskHooks, timed
+from memorag.modes.context import ModeContext
+from memorag.results import Answer, AskHooks, timed
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RQRAGSettings:
+    """The rqrag mode's settings (`--set rqrag.max_queries=...`)."""
+
+    max_queries: int = 4  # rewritten and sub-questions kept from the generator's reply
+    max_new_tokens: int = 96
+    query_weight: float = 1.0  # fusion weight of the query's own hits (each rewritten query's weigh 1)
+
+    def __post_init__(self) -> None:
+        for name in ("max_queries", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"rqrag.{name}={getattr(self, name)} must be at least 1")
+        if not 0 < self.query_weight < float("inf"):
+            raise ConfigError(f"rqrag.query_weight={self.query_weight} must be a finite number above 0")
 
 # Labels a model puts before its lines ("Rewritten question:", "Sub-question 2:", "改写后的问题："),
 # after an optional number or bullet; the clue parser knows the generic ones ("Question 1:").
@@ -51,23 +70,23 @@ class RQRAGMode(Mode):
     name = "rqrag"
     tasks = ("qa",)
     default_task = "qa"
+    settings_key = "rqrag"
 
-    def answer(self, query: str, task: str, hooks: AskHooks) -> Answer:
-        rag = self.pipeline
-        config = rag.config
-        language = rag.language_of(query)
+    def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
+        settings: RQRAGSettings = context.settings
+        language = context.language_of(query)
         timings: dict[str, float] = {}
         warnings: list[str] = []
         with timed(timings, "rewrite"):
             prompt = prompts.fill(prompts.RQRAG_QUERIES, language, question=query,
-                                  max_queries=str(config.rqrag_max_queries))
-            reply = rag.generator.generate(prompt, max_new_tokens=config.rqrag_max_new_tokens)
-            extra = parse_queries(reply, query, language, config.rqrag_max_queries)
+                                  max_queries=str(settings.max_queries))
+            reply = context.generator.generate(prompt, max_new_tokens=settings.max_new_tokens)
+            extra = parse_queries(reply, query, language, settings.max_queries)
         if not extra:
             warnings.append("rqrag: no rewritten or sub-question could be read from the generator's reply; the "
                             "query retrieved alone")
             logger.warning(warnings[-1])
         hooks.clues(extra)
-        weights = [config.rqrag_query_weight] + [1.0] * len(extra)
-        return self.retrieve_and_answer(query, task, language, hooks, timings, [query, *extra], weights,
+        weights = [settings.query_weight] + [1.0] * len(extra)
+        return self.retrieve_and_answer(context, query, task, language, hooks, timings, [query, *extra], weights,
                                         clues=extra, raw={"rqrag": reply}, warnings=warnings)

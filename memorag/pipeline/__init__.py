@@ -33,11 +33,15 @@ The query always retrieves too (its first hit comes first in the round-robin; wi
 fusion it weighs `query_weight`), so the answer stays grounded even when the clues
 are poor (e.g. untrained memory weights).
 
-Modes are one interface (`memorag.modes.Mode`: `prepare(corpus)`, `answer(query, task,
-hooks)`), registered by name with `@register_mode`; see `Mode` for how to add one.
+Modes are one interface (`memorag.modes.Mode`: `prepare(context)`, `answer(context, query,
+task, hooks)`), registered by name with `@register_mode`; see `Mode` for how to add one. A
+mode is handed a `ModeContext` (`memorag.modes.context`), never the pipeline: the modes
+import nothing from this package.
 
-The package's modules: `types` (settings, errors, results), `core` (`MemoRAG`),
-`persistence` (save and load), `helpers`; the modes live in `memorag.modes`.
+The package's modules: `types` (settings; the errors and results it names live in
+`memorag.errors` and `memorag.results`, below the pipeline and the modes), `core`
+(`MemoRAG`), `persistence` (save and load), `helpers`; the modes, their context and the
+evidence step live in `memorag.modes`.
 """
 
 from memorag.modes.base import _MODES, MODE_MODULES, Mode, available_modes, get_mode, register_mode

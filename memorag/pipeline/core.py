@@ -1,23 +1,20 @@
-"""`MemoRAG`, the pipeline object: models loaded on first use, the corpus, and the steps modes share."""
+"""`MemoRAG`, the pipeline object: models loaded on first use, the corpus, and each mode's context."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
-from memorag import prompts
 from memorag.answer_forms import AnswerForm, as_answer_form
-from memorag.clues import combine_clues, detect_language, parse_clues
 from memorag.config import config_from_dict, config_to_dict
 from memorag.memtrim import trim_heap
 from memorag.modes.base import Mode, get_mode
+from memorag.modes.context import Loaders, ModeContext, SharedSettings
+from memorag.modes.evidence import EvidenceSettings, EvidenceStep
 from memorag.pipeline.helpers import (
     as_documents,
     describe_type,
@@ -37,8 +34,6 @@ from memorag.pipeline.types import (
     InputError,
     MemorizeReport,
     PipelineConfig,
-    PipelineError,
-    QueryTooLongError,
     UnsupportedTaskError,
     timed,
 )
@@ -46,11 +41,6 @@ from memorag.placement import Placement, set_threads
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import Chunk, Document
 
-# Chunks are counted with the memory model's tokenizer, the generator's window with its own:
-# evidence budgets keep this share of the room the window leaves.
-TOKENIZER_MARGIN = 0.9
-# The clue bar: "writing clues 1/3 [00:06, questions]", the kind being written last.
-_CLUE_BAR = "{desc} {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 
 class MemoRAG:
     """Memory-driven retrieval-augmented generation over a corpus; see the module docstring.
@@ -76,7 +66,9 @@ class MemoRAG:
         memory_model, embedder, generator = split_model_args(overrides, memory_model, embedder, generator)
         if overrides:
             base = config_to_dict(config or PipelineConfig())
-            base.update(overrides)
+            for key, value in overrides.items():  # a section given as a mapping changes only the keys it names
+                both = isinstance(value, dict) and isinstance(base.get(key), dict)
+                base[key] = {**base[key], **value} if both else value
             config = config_from_dict(PipelineConfig, base)
         self.config = config or PipelineConfig()
         self._memory_model = memory_model
@@ -97,7 +89,6 @@ class MemoRAG:
         self._prepared: dict[str, int] = {}
         self._placement: Placement | None = None
         set_threads(self.config.threads)
-        self._answer_form: AnswerForm | None = None  # set by `ask` for one question
         # labelled questions of the same task for the cic mode's examples (none: it makes its own from the corpus)
         self.few_shot: list[FewShotExample] = []
 
@@ -300,8 +291,38 @@ class MemoRAG:
     def mode(self, name: str | None = None) -> Mode:
         name = name or self.config.mode
         if name not in self._modes:
-            self._modes[name] = get_mode(name)(self)
+            self._modes[name] = get_mode(name)(self.config.evidence_order)
         return self._modes[name]
+
+    def context(self, mode: str | Mode | None = None, answer_form: AnswerForm | str | None = None) -> ModeContext:
+        """What `mode` is handed for one question (or for `prepare`): the corpus, its retriever, the
+        models (loaded on first use), the shared settings and its own, and an `EvidenceStep` with
+        the answer prompt `answer_form` (default: the `answer_prompt` setting)."""
+        handler = mode if isinstance(mode, Mode) else self.mode(mode)
+        config = self.config
+        step = self._evidence_step(answer_form)
+        shared = SharedSettings(config.language, config.chunk_tokens, config.overlap_tokens, config.hits_per_query,
+                                config.evidence_tokens, config.answer_max_new_tokens, config.retriever)
+        loaders = Loaders(generator=lambda: self.generator, tokenizer=lambda: self.tokenizer,
+                          embedder=lambda: self.embedder, memory_model=lambda: self.memory_model,
+                          memory=self._built_memory, new_retriever=self.new_retriever)
+        return ModeContext(corpus=self.corpus, retriever=self.retriever, shared=shared,
+                           settings=handler.settings_of(config), evidence=step, loaders=loaders,
+                           few_shot=self.few_shot)
+
+    def _evidence_step(self, answer_form: AnswerForm | str | None = None) -> EvidenceStep:
+        config = self.config
+        return EvidenceStep(
+            generator=lambda: self.generator, documents=tuple(self.documents), chunk_by_id=self._chunk_by_id,
+            retriever=self.retriever,
+            answer_form=as_answer_form(answer_form if answer_form is not None else config.answer_prompt),
+            settings=EvidenceSettings(config.hits_per_query, config.fusion, config.evidence_tokens,
+                                      config.answer_max_new_tokens, config.summary_max_new_tokens),
+        )
+
+    def _built_memory(self):
+        self.ensure_memory()
+        return self.memory
 
     def ask(
         self,
@@ -324,28 +345,23 @@ class MemoRAG:
         started = time.perf_counter()
         handler = self._ready(query, task, mode)
         task = task or handler.default_task
-        self._answer_form = as_answer_form(answer_form if answer_form is not None else self.config.answer_prompt)
-        try:
-            if task not in handler.tasks_without_evidence:  # refuse a query that cannot fit before any work
-                self.check_query_fits(query.strip(), task, self.language_of(query))
-            answer = handler.answer(query.strip(), task, AskHooks(on_text, on_clues, on_evidence, show_progress))
-        finally:
-            self._answer_form = None
+        context = self.context(handler, answer_form)
+        query = query.strip()
+        if task not in handler.tasks_without_evidence:  # refuse a query that cannot fit before any work
+            context.evidence.room_for_evidence(query, task, context.language_of(query))
+        answer = handler.answer(context, query, task, AskHooks(on_text, on_clues, on_evidence, show_progress))
         answer.timings["total"] = round(time.perf_counter() - started, 4)
         return answer
-
-    @property
-    def answer_form(self) -> AnswerForm:
-        """The answer prompt in use: the one `ask` was given, else the `answer_prompt` setting."""
-        return self._answer_form or as_answer_form(self.config.answer_prompt)
 
     def clues(self, query: str, task: str = "memorag", show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
         """Only the memory model's clues for `query` (key points for `summarize`), and its raw
         replies by clue kind."""
         if task == "qa":
             raise UnsupportedTaskError("the qa task writes no clues; use memorag or summarize")
-        self._ready(query, task, "memorag")
-        return self.write_clues(query.strip(), task, self.language_of(query), show_progress=show_progress)
+        handler = self._ready(query, task, "memorag")
+        context = self.context(handler)
+        query = query.strip()
+        return handler.write_clues(context, query, task, context.language_of(query), show_progress=show_progress)
 
     def _ready(self, query: str, task: str | None, mode: str | None) -> Mode:
         if not isinstance(query, str):
@@ -362,212 +378,16 @@ class MemoRAG:
         if not self.documents:
             raise EmptyCorpusError("nothing is memorized yet; call memorize() (or load a saved pipeline) first")
         if self._prepared.get(handler.name) != self._version:
-            handler.prepare(self.corpus)
+            handler.prepare(self.context(handler))
             self._prepared[handler.name] = self._version
         return handler
 
-    # -- shared steps, for modes ----------------------------------------------------------------
-    def language_of(self, query: str) -> str:
-        return detect_language(query) if self.config.language == "auto" else self.config.language
-
-    def answer_from_memory(self, query: str, language: str, on_text: Callable[[str], None] | None = None) -> str:
-        from memorag.generation import TextStream
-
-        self.ensure_memory()
-        stream = TextStream(self.memory_model.tokenizer, on_text)
-        self.memory_model.generate(
-            prompts.fill(prompts.MEMORY_ANSWER, language, question=query),
-            memory=self.memory,
-            max_new_tokens=self.config.answer_max_new_tokens,
-            on_token=lambda token: stream.push([token]),
-        )
-        return stream.finish().strip()
-
-    def write_clues(self, query: str, task: str, language: str,
-                    show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
-        """The memory model's clues (or key points, for `summarize`) and its raw replies;
-        `show_progress`: a bar on stderr naming the clue kind being written, with the seconds spent."""
-        self.ensure_memory()
-        if task == "summarize":
-            focus = prompts.fill(prompts.KEY_POINTS_FOCUS, language, request=query)
-            requests = {"key_points": (prompts.fill(prompts.MEMORY_KEY_POINTS, language, focus=focus), True)}
-        else:
-            templates = {"spans": prompts.CLUE_INSTRUCTION, "questions": prompts.MEMORY_QUESTIONS,
-                         "draft": prompts.MEMORY_DRAFT}
-            requests = {kind: (prompts.fill(templates[kind], language, question=query), kind != "draft")
-                        for kind in self.config.clue_kinds}
-        raw: dict[str, str] = {}
-        groups: list[list[str]] = []
-        with tqdm(total=len(requests), desc="writing clues", unit="kind", disable=not show_progress,
-                  file=sys.stderr, bar_format=_CLUE_BAR) as bar:
-            for kind, (prompt, split_lines) in requests.items():
-                bar.set_postfix_str(kind)
-                raw[kind] = self.memory_model.generate(prompt, memory=self.memory,
-                                                       max_new_tokens=self.config.clue_max_new_tokens)
-                groups.append(parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines,
-                                          max_clues=self.config.max_clues))
-                bar.update()
-        return combine_clues(groups, self.config.max_clues, query), raw
-
     def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,
                  k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[int]]]:
-        """Every query retrieves `k` hits; the lists are combined into one ranking: fused
-        (weighted), or with `union` taken round-robin by rank (`hybrid.round_robin`; no weights).
-
-        Returns the combined hits, best first, and for each chunk id the indices of the
-        queries that found it.
-        """
-        from memorag.retrieval.hybrid import fuse, round_robin
-
-        if self.retriever is None:
-            raise EmptyCorpusError("nothing is memorized yet")
-        queries = [query for query in queries]
-        results = self.retriever.search(queries, k or self.config.hits_per_query)
-        found_by: dict[int, list[int]] = {}
-        for position, hits in enumerate(results):
-            for hit in hits:
-                found_by.setdefault(hit.chunk_id, [])
-                if position not in found_by[hit.chunk_id]:
-                    found_by[hit.chunk_id].append(position)
-        if union:
-            return round_robin(results), found_by
-        return fuse(results, method=self.config.fusion, weights=list(weights) if weights is not None else None), found_by
-
-    def _prompt(self, query: str, task: str, language: str, evidence: Sequence[Evidence]) -> str:
-        passages = self.render_passages(evidence, language)
-        if task == "summarize":
-            return prompts.fill(prompts.GENERATOR_SUMMARY, language, passages=passages, request=query)
-        return self.answer_form.render(passages, query, language)
-
-    def _system(self, task: str, language: str) -> str | None:
-        """The generator's system prompt: the pipeline's, except under a benchmark's answer form."""
-        if task == "summarize":
-            return prompts.fill(prompts.GENERATOR_SYSTEM, language)
-        return self.answer_form.system(language)
-
-    def _max_new_tokens(self, task: str) -> int:
-        return self.config.summary_max_new_tokens if task == "summarize" else self.config.answer_max_new_tokens
-
-    def evidence_budget(self, query: str, task: str, language: str, max_tokens: int | None = None) -> int:
-        """Evidence tokens that fit: `max_tokens` (default `evidence_tokens`), capped by what the
-        generator's window leaves."""
-        budget = max_tokens or self.config.evidence_tokens
-        room = self.check_query_fits(query, task, language)
-        return budget if room is None else min(budget, room)
-
-    def check_query_fits(self, query: str, task: str, language: str) -> int | None:
-        """Evidence tokens the generator's window leaves after the prompt and the answer (None:
-        the window is unknown). Cheap (it counts tokens), so `ask` calls it before any clue or
-        retrieval work; raises `QueryTooLongError` when no evidence would fit."""
-        window = self.generator.context_window
-        if not window:
-            return None
-        system = self._system(task, language)
-        overhead = self.generator.count_tokens(self._prompt(query, task, language, []), system)
-        answer = self._max_new_tokens(task)
-        # chunk sizes are counted with the memory model's tokenizer: leave a margin for another's
-        room = int((window - overhead - answer) * TOKENIZER_MARGIN)
-        if room >= 1:
-            return room
-        need = window - answer - int(1 / TOKENIZER_MARGIN) - 1  # most prompt tokens that leave room
-        excess = overhead - need
-        # the query's share of the prompt (it may appear more than once)
-        query_tokens = overhead - self.generator.count_tokens(self._prompt("", task, language, []), system)
-        fixes = []
-        if 0 < excess < query_tokens:
-            # characters per token vary: the estimate cuts a little more (10%, at least 4 tokens)
-            chars = min(len(query), -(-(excess + max(4, excess // 10)) * len(query) // query_tokens))
-            fixes.append(f"shorten the query by at least {excess} tokens (about {chars} characters)")
-        elif excess > 0:
-            fixes.append("use a generator with a larger window (even an empty query would not fit)")
-        fitting_answer = window - overhead - int(1 / TOKENIZER_MARGIN) - 1
-        if fitting_answer >= 1:
-            fixes.append(f"answer in at most {fitting_answer} tokens (`--max-new-tokens {fitting_answer}`, or "
-                         f"`--set {'summary' if task == 'summarize' else 'answer'}_max_new_tokens={fitting_answer}`)")
-        raise QueryTooLongError(
-            f"the generator's window ({window} tokens) leaves no room for evidence after the prompt ({overhead} "
-            f"tokens, with the query) and the answer ({answer}); {' or '.join(fixes)}"
-        )
-
-    def gather_evidence(self, queries: Sequence[str], weights: Sequence[float], task: str, query: str,
-                        language: str, *, max_tokens: int | None = None, k: int | None = None,
-                        union: bool = False) -> list[Evidence]:
-        """Retrieve `k` hits (default `hits_per_query`) with every query, combine them (`retrieve`:
-        fused, or the round-robin union), keep the best chunks within the budget
-        (`evidence_budget(max_tokens)`), in document order."""
-        from memorag.retrieval.hybrid import fit_to_budget
-
-        fused, found_by = self.retrieve(queries, weights, k, union=union)
-        budget = self.evidence_budget(query, task, language, max_tokens)
-        scores = {hit.chunk_id: hit.score for hit in fused}
-        kept = fit_to_budget(fused, self._chunk_by_id, budget)
-        evidence = [
-            Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char, chunk.num_tokens,
-                     round(scores[chunk.id], 6), found_by.get(chunk.id, []), chunk.text)
-            for chunk in kept
-        ]
-        return self.fit_window(evidence, query, task, language)
-
-    def order_evidence(self, evidence: Sequence[Evidence], order: str) -> list[Evidence]:
-        """`evidence` in document order (documents as memorized, then by offset) or best first
-        (by score; ties keep their order)."""
-        if order == "best-first":
-            return sorted(evidence, key=lambda item: -item.score)
-        if order != "document":
-            raise PipelineError(f"evidence order {order!r}; choose document or best-first")
-        rank = {document.id: number for number, document in enumerate(self.documents)}
-        return sorted(evidence, key=lambda item: (rank.get(item.doc_id, len(rank)), item.start_char, item.end_char))
-
-    def room_left(self, query: str, evidence: Sequence[Evidence], task: str, language: str) -> int | None:
-        """Tokens of the generator's window left over by the answer prompt over `evidence` and
-        the answer itself (negative: it does not fit); None when the window is unknown."""
-        window = self.generator.context_window
-        if not window:
-            return None
-        system = self._system(task, language)
-        used = self.generator.count_tokens(self._prompt(query, task, language, evidence), system)
-        return window - used - self._max_new_tokens(task)
-
-    def fit_window(self, evidence: list[Evidence], query: str, task: str, language: str) -> list[Evidence]:
-        """Drop the lowest-scored evidence until the whole prompt fits the generator's window."""
-        window = self.generator.context_window
-        if not window:
-            return evidence
-        system = self._system(task, language)
-        limit = window - self._max_new_tokens(task)
-        while evidence and self.generator.count_tokens(self._prompt(query, task, language, evidence), system) > limit:
-            weakest = min(range(len(evidence)), key=lambda i: evidence[i].score)
-            evidence = evidence[:weakest] + evidence[weakest + 1 :]
-        return evidence
-
-    def render_passages(self, evidence: Sequence[Evidence], language: str = "en") -> str:
-        """The evidence as numbered passages, in the given order; a chunk that overlaps or touches
-        the previous one of the same document is merged into its passage, so no text is repeated."""
-        texts = {document.id: document.text for document in self.documents}
-        merged: list[list] = []  # [doc_id, title, start, end]
-        for item in evidence:
-            last = merged[-1] if merged else None
-            if (last is not None and last[0] == item.doc_id and item.start_char <= last[3] + 1
-                    and item.end_char >= last[2] - 1):
-                last[2], last[3] = min(last[2], item.start_char), max(last[3], item.end_char)
-            else:
-                merged.append([item.doc_id, item.title, item.start_char, item.end_char])
-        return "\n\n".join(
-            prompts.fill(prompts.PASSAGE, language, number=str(number), title=title or doc_id,
-                         text=texts[doc_id][start:end])
-            for number, (doc_id, title, start, end) in enumerate(merged, start=1)
-        )
-
-    def generate_from_evidence(self, query: str, evidence: Sequence[Evidence], task: str, language: str,
-                               on_text: Callable[[str], None] | None = None) -> str:
-        if task == "summarize" and not query:
-            query = prompts.fill(prompts.DEFAULT_SUMMARY_REQUEST, language)
-        return self.generator.generate(
-            self._prompt(query, task, language, evidence),
-            system=self._system(task, language),
-            max_new_tokens=self._max_new_tokens(task),
-            on_text=on_text,
-        )
+        """Every query retrieves `k` hits (default `hits_per_query`), combined into one ranking:
+        fused by weight, or with `union` round-robin by rank (`EvidenceStep.retrieve`). Returns
+        the hits, best first, and for each chunk id the indices of the queries that found it."""
+        return self._evidence_step().retrieve(queries, weights, k, union=union)
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str], wait: float = 300.0) -> Path:

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import shlex
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +152,9 @@ def load_pipeline(
     memory_model, embedder, generator = split_model_args(overrides, memory_model, embedder, generator)
     root = Path(directory)
     manifest = read_manifest(root)
-    saved = config_from_dict(PipelineConfig, manifest["settings"])
+    with warnings.catch_warnings():  # an older save names its modes' settings the old flat way; they are not read
+        warnings.simplefilter("ignore", FutureWarning)
+        saved = config_from_dict(PipelineConfig, manifest["settings"])
     for key in IDENTITY_KEYS:
         wanted = overrides.get(key)
         if wanted is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from memorag.modes.evidence import chunk_evidence
 from memorag.pipeline.types import EmptyCorpusError, Evidence, InputError
 
 if TYPE_CHECKING:
@@ -49,11 +50,8 @@ def search(rag: MemoRAG, query: str, k: int = 4, *, with_clues: bool = True, tas
         raise EmptyCorpusError("nothing is memorized yet; call memorize() (or load a saved pipeline) first")
     queries = [query, *clues]
     weights = [rag.config.query_weight] + [1.0] * len(clues)
+    # the evidence step's retrieval (`MemoRAG.retrieve`), fused by weight; no budget: the `k` best
     fused, found_by = rag.retrieve(queries, weights, max(k, rag.config.hits_per_query))
     chunks = {chunk.id: chunk for chunk in rag.chunks}
-    evidence = []
-    for hit in fused[:k]:
-        chunk = chunks[hit.chunk_id]
-        evidence.append(Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char,
-                                 chunk.num_tokens, round(hit.score, 6), found_by.get(chunk.id, []), chunk.text))
+    evidence = [chunk_evidence(chunks[hit.chunk_id], hit.score, found_by) for hit in fused[:k]]
     return SearchResult(evidence, queries, clues)

@@ -1,79 +1,56 @@
-"""The pipeline's vocabulary: settings, errors, results, and what modes are handed."""
+"""The pipeline's vocabulary: its settings, and (re-exported from below it) errors and results."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from memorag import prompts
 from memorag.answer_forms import AnswerFormError, as_answer_form
 from memorag.config import ConfigError
+from memorag.errors import (
+    DocumentConflictError,
+    EmptyCorpusError,
+    InputError,
+    ManifestMismatchError,
+    PipelineError,
+    QueryTooLongError,
+    SaveDirectoryError,
+    SaveFormatError,
+    UnknownModeError,
+    UnsupportedTaskError,
+)
 from memorag.memory.config import MemoryConfig
 from memorag.models import is_memory_weights_id
+from memorag.modes.cic import CiCSettings
+from memorag.modes.dos import DOSSettings
+from memorag.modes.hyde import HyDESettings
+from memorag.modes.longrag import LongRAGSettings
+from memorag.modes.mixpr import MixPRSettings
+from memorag.modes.rqrag import RQRAGSettings
 from memorag.placement import check_threads, normalize_device, normalize_dtype, normalize_quantize
-from memorag.retrieval.chunking import Chunk, Document
-from memorag.retrieval.unit_index import LINK_POLICIES
+from memorag.results import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, FewShotExample, timed
+
+__all__ = [  # errors and results live below the pipeline and the modes; named here too, where they were
+    "DocumentConflictError", "EmptyCorpusError", "InputError", "ManifestMismatchError", "PipelineError",
+    "QueryTooLongError", "SaveDirectoryError", "SaveFormatError", "UnknownModeError", "UnsupportedTaskError",
+    "NO_CHUNK", "Answer", "AskHooks", "Corpus", "Evidence", "FewShotExample", "timed",
+    "MemorizeReport", "PipelineConfig", "Task", "TASKS", "RETRIEVERS", "CLUE_KINDS", "MEMORAG_EVIDENCE",
+    "EVIDENCE_ORDERS", "IDENTITY_KEYS",
+]
 
 Task = Literal["qa", "memorag", "summarize", "retrieval"]
 TASKS: tuple[str, ...] = ("qa", "memorag", "summarize", "retrieval")  # retrieval: the cic mode's document ids
 RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
 CLUE_KINDS: tuple[str, ...] = ("spans", "questions", "draft")
-MIXPR_ROUTERS: tuple[str, ...] = ("llm", "rules")
 MEMORAG_EVIDENCE: tuple[str, ...] = ("union", "fusion")
 # "own": each mode's own order (rag best first, the others document order); the other two set it for all
 EVIDENCE_ORDERS: tuple[str, ...] = ("own", "document", "best-first")
 
 # The settings a saved pipeline was built with; loading it with other values is refused.
 IDENTITY_KEYS: tuple[str, ...] = ("memory_model", "memory", "embedder", "retriever", "chunk_tokens", "overlap_tokens")
-
-
-# ----------------------------------------------------------------------------------------------
-# errors
-
-
-class PipelineError(RuntimeError):
-    """Something the pipeline cannot do, with a message that says why and what to do."""
-
-
-class InputError(PipelineError, ValueError):
-    """Bad input: an empty query, an empty or malformed document."""
-
-
-class QueryTooLongError(InputError):
-    """A query that leaves the generator's window no room for evidence and the answer."""
-
-
-class UnknownModeError(PipelineError):
-    """A mode name that is not registered."""
-
-
-class UnsupportedTaskError(PipelineError):
-    """A task the chosen mode does not do."""
-
-
-class EmptyCorpusError(PipelineError):
-    """Nothing has been memorized yet."""
-
-
-class DocumentConflictError(PipelineError):
-    """A document id that is already memorized, with another text."""
-
-
-class SaveFormatError(PipelineError):
-    """A directory that is not a saved pipeline, or a damaged one."""
-
-
-class ManifestMismatchError(PipelineError):
-    """A saved pipeline built with other models or settings than the ones asked for."""
-
-
-class SaveDirectoryError(PipelineError):
-    """A save target that exists and holds something else."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,27 +106,26 @@ class PipelineConfig:
     answer_prompt: str = "sentence"
     answer_max_new_tokens: int = 128
     summary_max_new_tokens: int = 320
-    # the longrag mode (memorag/modes/longrag.py); its reader reads whole units, not `evidence_tokens`
-    longrag_max_tokens: int = 4096  # cap on a unit's tokens (only a single longer document exceeds it)
-    longrag_links: Literal["auto", "given", "terms"] = "auto"  # grouping links; see unit_index.choose_links
-    longrag_chunk_tokens: int | None = None  # MaxP chunks; None: 512, fewer if the embedder reads fewer
-    longrag_units: int = 4  # most units given to the reader (fewer when the generator's window is smaller)
-    longrag_long_answer_tokens: int = 256  # the reader's first turn, the long answer
-    # the mixpr mode (memorag/modes/mixpr.py)
-    mixpr_router: Literal["llm", "rules"] = "llm"  # local/global: ask the generator, or the rule-based router
-    mixpr_top_k: int = 100  # most chunks given to the generator (also capped by the evidence budget)
-    # the cic mode (memorag/modes/cic.py): the whole corpus in the prompt
-    cic_examples: int = 2  # few-shot examples built from the corpus itself (0: none)
-    cic_seed: int = 0  # picks the examples' documents and sentences
-    # the hyde mode (memorag/modes/hyde.py)
-    hyde_max_new_tokens: int = 128  # the hypothetical answer passage
-    hyde_query_weight: float = 1.0  # fusion weight of the query's own hits (the passage's weigh 1)
-    # the rqrag mode (memorag/modes/rqrag.py)
-    rqrag_max_queries: int = 4  # rewritten and sub-questions kept from the generator's reply
-    rqrag_max_new_tokens: int = 96
-    rqrag_query_weight: float = 1.0  # fusion weight of the query's own hits (each rewritten query's weigh 1)
-    # the dos mode (memorag/modes/dos.py); rag and the other modes use `evidence_tokens`
-    dos_evidence_tokens: int = 8192  # evidence budget (also capped by the generator's window)
+    # each mode's own settings (`--set longrag.max_tokens=...`; in YAML a `longrag:` section), declared
+    # in the mode's module
+    longrag: LongRAGSettings = field(default_factory=LongRAGSettings)
+    mixpr: MixPRSettings = field(default_factory=MixPRSettings)
+    cic: CiCSettings = field(default_factory=CiCSettings)
+    hyde: HyDESettings = field(default_factory=HyDESettings)
+    rqrag: RQRAGSettings = field(default_factory=RQRAGSettings)
+    dos: DOSSettings = field(default_factory=DOSSettings)
+
+    # the flat names these had before they moved into their modes' sections: still read, with a warning
+    # (memorag.config); `--set longrag_units=2` is `--set longrag.units=2`
+    renamed_keys: ClassVar[dict[str, str]] = {
+        f"{mode}_{key}": f"{mode}.{key}"
+        for mode, keys in {
+            "longrag": ("max_tokens", "links", "chunk_tokens", "units", "long_answer_tokens"),
+            "mixpr": ("router", "top_k"), "cic": ("examples", "seed"),
+            "hyde": ("max_new_tokens", "query_weight"), "rqrag": ("max_queries", "max_new_tokens", "query_weight"),
+        }.items()
+        for key in keys
+    } | {"dos_evidence_tokens": "dos.evidence_tokens"}
 
     def __post_init__(self) -> None:
         self.device = normalize_device(self.device)
@@ -179,23 +155,6 @@ class PipelineConfig:
                 raise ConfigError(f"{name}={getattr(self, name)} must be at least 1")
         if self.language not in ("auto", *prompts.LANGUAGES):
             raise ConfigError(f"language={self.language!r}; choose auto or one of {', '.join(prompts.LANGUAGES)}")
-        for name in ("longrag_max_tokens", "longrag_units", "longrag_long_answer_tokens", "mixpr_top_k"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.longrag_chunk_tokens is not None and self.longrag_chunk_tokens < 8:
-            raise ConfigError(f"longrag_chunk_tokens={self.longrag_chunk_tokens} is too small (at least 8, or None)")
-        if self.longrag_links not in LINK_POLICIES:
-            raise ConfigError(f"longrag_links={self.longrag_links!r}; choose one of {', '.join(LINK_POLICIES)}")
-        if self.mixpr_router not in MIXPR_ROUTERS:
-            raise ConfigError(f"mixpr_router={self.mixpr_router!r}; choose one of {', '.join(MIXPR_ROUTERS)}")
-        for name in ("hyde_max_new_tokens", "rqrag_max_queries", "rqrag_max_new_tokens", "dos_evidence_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.cic_examples < 0:
-            raise ConfigError(f"cic_examples={self.cic_examples} must be 0 or more")
-        for name in ("hyde_query_weight", "rqrag_query_weight"):
-            if not 0 < getattr(self, name) < float("inf"):
-                raise ConfigError(f"{name}={getattr(self, name)} must be a finite number above 0")
         # weights, timeouts and penalties: NaN and infinity fail these comparisons too
         for name in ("timeout", "repetition_penalty", "query_weight"):
             value = getattr(self, name)
@@ -209,74 +168,6 @@ class PipelineConfig:
             self.memory_weights = os.path.abspath(os.path.expanduser(str(self.memory_weights)))
 
 
-# ----------------------------------------------------------------------------------------------
-# results
-
-
-NO_CHUNK = -1  # `Evidence.chunk_id` of text given whole or cut, not one of the pipeline's chunks
-
-
-@dataclass
-class Evidence:
-    """A retrieved chunk given to the generator: where it is, how it scored, which queries found it.
-
-    `queries` are indices into the retrieval queries: 0 is the user's query, 1.. the clues.
-    Modes that read no chunks give spans with `chunk_id` NO_CHUNK: whole documents (cic, longrag), the kept
-    head and tail of the corpus (full).
-    """
-
-    chunk_id: int
-    doc_id: str
-    title: str
-    start_char: int
-    end_char: int
-    num_tokens: int
-    score: float
-    queries: list[int]
-    text: str
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class Answer:
-    query: str
-    task: str
-    mode: str
-    answer: str
-    clues: list[str] = field(default_factory=list)
-    evidence: list[Evidence] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, and "total"
-    generator: str = ""  # who wrote `answer`
-    raw_clues: dict[str, str] = field(default_factory=dict)  # the replies that became `clues`, before parsing
-    predicted_ids: list[str] = field(default_factory=list)  # cic: document ids the reply names, in its order
-    warnings: list[str] = field(default_factory=list)  # what the mode had to cut or could not read
-    raw_reply: str = ""  # cic: the generator's reply before parsing
-
-    def __str__(self) -> str:
-        return self.answer
-
-    def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["evidence"] = [item.to_dict() for item in self.evidence]
-        return data
-
-
-@dataclass(frozen=True)
-class FewShotExample:
-    """A labelled question for the cic mode's few-shot examples, as LOFT builds them: a real question
-    of the same task, its gold documents (shown in the corpus when the corpus lacks them) and answers."""
-
-    query: str
-    documents: tuple[Document, ...]  # the gold documents, in the order the answer lists them
-    answers: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.query.strip() or not self.documents:
-            raise InputError("a few-shot example needs a query and at least one gold document")
-
-
 @dataclass
 class MemorizeReport:
     added: list[str] = field(default_factory=list)  # document ids read this time
@@ -287,41 +178,3 @@ class MemorizeReport:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class Corpus:
-    """What a mode prepares for: the documents and chunks, and a version that changes with them."""
-
-    documents: tuple[Document, ...]
-    chunks: tuple[Chunk, ...]
-    version: int
-    content_sha256: str
-
-
-@dataclass
-class AskHooks:
-    """Callbacks for showing progress while a mode answers (all optional)."""
-
-    on_text: Callable[[str], None] | None = None  # each new piece of the answer
-    on_clues: Callable[[list[str]], None] | None = None
-    on_evidence: Callable[[list[Evidence]], None] | None = None
-    show_progress: bool = False  # a progress bar on stderr for slow steps (the clues, kind by kind)
-
-    def clues(self, clues: list[str]) -> None:
-        if self.on_clues is not None:
-            self.on_clues(clues)
-
-    def evidence(self, evidence: list[Evidence]) -> None:
-        if self.on_evidence is not None:
-            self.on_evidence(evidence)
-
-
-@contextmanager
-def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    """Add the seconds spent in the block to `timings[stage]`."""
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[stage] = round(timings.get(stage, 0.0) + time.perf_counter() - started, 4)

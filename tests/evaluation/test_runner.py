@@ -181,6 +181,6 @@ def test_hotpotqa_is_held_out_and_cic_shows_labelled_training_questions(tmp_path
     assert records["cic"]["source_row"] >= HOTPOTQA_TRAIN_ROWS and records["cic"]["source_split"] == "eval"
     assert records["cic"]["few_shot"] == "labelled" and records["rag"]["few_shot"] is None
     assert records["rag"]["answer_prompt"]["name"] == "longbench:hotpotqa"
-    shown = [example.query for example in hotpotqa_few_shot(config.pipeline.cic_examples, seed=config.seed)]
+    shown = [example.query for example in hotpotqa_few_shot(config.pipeline.cic.examples, seed=config.seed)]
     cic_prompt = next(prompt for prompt, _ in models.generator.calls if "====== Now let's start! ======" in prompt)
     assert all(f"query: {query}\n" in cic_prompt for query in shown)

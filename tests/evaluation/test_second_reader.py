@@ -79,7 +79,7 @@ def test_every_mode_reads_with_the_endpoint(tmp_path, server, data_files):
         "pipeline": {"memory_model": str(base), "memory": {"window": 16, "ratios": [4]}, "retriever": "bm25",
                      "chunk_tokens": 16, "overlap_tokens": 4, "clue_max_new_tokens": 6, "max_clues": 2,
                      "evidence_tokens": 64, "answer_max_new_tokens": 8, "generator_window": 2048,
-                     "hyde_max_new_tokens": 8, "rqrag_max_new_tokens": 8, "longrag_long_answer_tokens": 8},
+                     "hyde": {"max_new_tokens": 8}, "rqrag": {"max_new_tokens": 8}, "longrag": {"long_answer_tokens": 8}},
         "tasks": [{"name": "needles", "source": "examples", "path": str(needles)},
                   {"name": "corpus", "source": "corpus_dir", "path": str(corpus)}],
     })

@@ -70,7 +70,7 @@ def test_full_keeps_exactly_the_first_and_last_half_of_the_budget():
     # the prompt fits the window, and one more token on each side would not
     assert generator.count_tokens(prompt) + rag.config.answer_max_new_tokens <= 150
     wider = rag.mode("full").head_and_tail(2 * kept + 2)
-    assert rag.room_left(topic(1, 4), wider, "qa", "en") < 0
+    assert rag.context("full").evidence.room_left(topic(1, 4), wider, "qa", "en") < 0
     assert any(f"first {kept} and the last {kept}" in warning for warning in answer.warnings)
 
 
@@ -85,7 +85,7 @@ def test_full_cuts_across_documents_in_corpus_order():
     pieces = full.head_and_tail(141)  # 70 and 70: all of alpha and gamma, 10 of beta at each end
     assert [(p.doc_id, p.num_tokens) for p in pieces] == [("alpha", 60), ("beta", 10), ("beta", 10), ("gamma", 60)]
     assert pieces[1].text == " ".join(beta.text.split()[:10]) and pieces[2].text == " ".join(beta.text.split()[-10:])
-    assert "\n\n[3] " in rag.render_passages(pieces)  # two pieces of beta: two passages, nothing between
+    assert "\n\n[3] " in rag.context().evidence.render_passages(pieces)  # two pieces of beta: two passages, nothing between
 
 
 def test_full_summarizes_and_needs_a_known_window():
@@ -124,7 +124,7 @@ def test_hyde_weights_the_query_and_warns_without_a_passage():
     assert answer.clues == [] and "alpha" in doc_ids(answer.evidence)
     assert any("no hypothetical passage" in warning for warning in answer.warnings)
     generator = ScriptedGenerator({prompts.fill(prompts.HYDE_PASSAGE, "en", question=query): topic(2, 6)})
-    heavy = memorized(generator, hits_per_query=3, evidence_tokens=32, hyde_query_weight=3.0)
+    heavy = memorized(generator, hits_per_query=3, evidence_tokens=32, hyde={"query_weight": 3.0})
     assert doc_ids(heavy.ask(query, mode="hyde").evidence) == {"alpha"}  # the query's hits outweigh
 
 
@@ -189,7 +189,7 @@ MIXED = topic(2, 6) + " " + topic(0, 2)  # gamma first, a little of alpha
 
 
 def test_dos_and_rag_read_the_same_chunks_in_different_orders_at_equal_budgets():
-    rag = memorized(evidence_tokens=64, hits_per_query=8, dos_evidence_tokens=64)
+    rag = memorized(evidence_tokens=64, hits_per_query=8, dos={"evidence_tokens": 64})
     by_score = rag.ask(MIXED, mode="rag").evidence
     in_order = rag.ask(MIXED, mode="dos").evidence
     assert {item.chunk_id for item in by_score} == {item.chunk_id for item in in_order}
@@ -200,7 +200,7 @@ def test_dos_and_rag_read_the_same_chunks_in_different_orders_at_equal_budgets()
 
 def test_dos_reads_a_larger_budget_in_document_order():
     generator = FakeEchoGenerator()
-    rag = memorized(generator, evidence_tokens=48, hits_per_query=3, dos_evidence_tokens=150)
+    rag = memorized(generator, evidence_tokens=48, hits_per_query=3, dos={"evidence_tokens": 150})
     narrow = rag.ask(MIXED, mode="rag").evidence
     answer = rag.ask(MIXED, mode="dos")
     wide = answer.evidence
@@ -217,7 +217,7 @@ def test_dos_reads_a_larger_budget_in_document_order():
 
 def test_dos_budget_is_capped_by_the_window():
     generator = FakeEchoGenerator(context_window=120)
-    rag = memorized(generator, dos_evidence_tokens=8192)
+    rag = memorized(generator, dos={"evidence_tokens": 8192})
     rag.ask(MIXED, mode="dos")
     assert generator.count_tokens(generator.prompts[-1]) + rag.config.answer_max_new_tokens <= 120
 
@@ -227,7 +227,7 @@ def test_passages_in_score_order_merge_without_losing_text():
     chunks = rag.chunks[:3]  # consecutive, overlapping
     evidence = [Evidence(c.id, c.doc_id, c.title, c.start_char, c.end_char, c.num_tokens, 1.0, [0], c.text)
                 for c in reversed(chunks)]
-    passages = rag.render_passages(evidence)
+    passages = rag.context().evidence.render_passages(evidence)
     assert passages.count("[1]") == 1 and "[2]" not in passages
     assert rag.documents[0].text[chunks[0].start_char : chunks[2].end_char] in passages
 
@@ -235,14 +235,14 @@ def test_passages_in_score_order_merge_without_losing_text():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"cic_examples": -1}, "cic_examples=-1"),
-        ({"hyde_query_weight": 0}, "hyde_query_weight=0"),
-        ({"rqrag_max_queries": 0}, "rqrag_max_queries=0"),
-        ({"dos_evidence_tokens": 0}, "dos_evidence_tokens=0"),
+        ("cic.examples=-1", r"cic\.examples=-1"),
+        ("hyde.query_weight=0", r"hyde\.query_weight=0"),
+        ("rqrag.max_queries=0", r"rqrag\.max_queries=0"),
+        ("dos.evidence_tokens=0", r"dos\.evidence_tokens=0"),
     ],
 )
 def test_mode_settings_are_checked(settings, message):
-    from memorag.config import ConfigError
+    from memorag.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=message):
-        PipelineConfig(**settings)
+        load_config(PipelineConfig, None, [settings])

@@ -3,6 +3,7 @@ and the prefix shared by every query (cached by a local generator)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -53,8 +54,10 @@ def test_retrieval_names_the_documents_and_gives_the_whole_corpus_as_evidence():
     rag, _ = cic_rag()
     answer = rag.ask(QUERY)
     assert answer.task == "retrieval" and answer.mode == "cic"
-    assert answer.predicted_ids == ["observatory"] and answer.answer == "observatory"
-    assert answer.raw_reply == REPLY and answer.warnings == []
+    assert answer.extras["predicted_ids"] == ["observatory"] and answer.answer == "observatory"
+    assert answer.extras["raw_reply"] == REPLY and answer.warnings == []
+    record = json.loads(json.dumps(answer.to_dict()))  # what the CLI's --json and the server send
+    assert record["extras"] == {"predicted_ids": ["observatory"], "raw_reply": REPLY}
     assert [item.doc_id for item in answer.evidence] == [document.id for document in DOCUMENTS]
     for item, document in zip(answer.evidence, DOCUMENTS, strict=True):
         assert (item.chunk_id, item.start_char, item.end_char, item.text) == (-1, 0, len(document.text), document.text)
@@ -64,14 +67,14 @@ def test_retrieval_names_the_documents_and_gives_the_whole_corpus_as_evidence():
 def test_qa_answers_with_the_final_answer_and_names_the_cited_documents():
     rag, _ = cic_rag("Documents needed:\nID: 2 | TITLE: Library Observatory\nFinal Answer: in 1911")
     answer = rag.ask(QUERY, task="qa")
-    assert answer.answer == "in 1911" and answer.predicted_ids == ["observatory"]
+    assert answer.answer == "in 1911" and answer.extras["predicted_ids"] == ["observatory"]
 
 
 def test_every_query_shares_the_same_prefix():
     rag, generator = cic_rag()
     rag.ask(QUERY)
     rag.ask("Who bakes the rye bread?")
-    prefix = rag.mode("cic").prefix(len(DOCUMENTS), "retrieval", "en")
+    prefix = rag.mode("cic").prefix(rag.context("cic"), len(DOCUMENTS), "retrieval", "en")
     assert prefix.endswith("Final Answer: ['1', '0']\n\n")  # the last example's
     assert generator.prompts == [prefix + cic_prompt.query_suffix(QUERY, "retrieval"),
                                  prefix + cic_prompt.query_suffix("Who bakes the rye bread?", "retrieval")]
@@ -100,7 +103,7 @@ def test_examples_are_grounded_in_the_corpus_and_seeded():
 
 
 def test_no_examples_leaves_out_their_header():
-    rag, generator = cic_rag(cic_examples=0)
+    rag, generator = cic_rag(cic={"examples": 0})
     rag.ask(QUERY)
     assert "====== Example" not in generator.prompts[-1]
     assert "Final Answer: [" in generator.prompts[-1]  # the instruction still shows the format
@@ -112,7 +115,7 @@ def test_labelled_examples_as_loft_builds_them():
     extra = Document("lighthouse", "Mara Quill relit the lighthouse lamp in the storm.", title="Lighthouse")
     few_shot = [FewShotExample("Who relit the lighthouse lamp?", (extra,), ("Mara Quill",)),
                 FewShotExample("Who steers the river ferry?", (DOCUMENTS[1],), ("Ilse Varga",))]
-    rag, generator = cic_rag(cic_examples=2)
+    rag, generator = cic_rag(cic={"examples": 2})
     rag.few_shot = few_shot
     answer = rag.ask(QUERY, task="qa")
     prompt = generator.prompts[-1]
@@ -129,7 +132,7 @@ def test_labelled_examples_as_loft_builds_them():
 
 
 def test_labelled_retrieval_examples_answer_with_their_document_ids():
-    rag, generator = cic_rag(cic_examples=1)
+    rag, generator = cic_rag(cic={"examples": 1})
     rag.few_shot = [FewShotExample("Where is the bakery?", (DOCUMENTS[3],), ("Mill Street",))]
     rag.ask(QUERY)
     assert "TITLE: Mill Street Bakery | ID: 3\n\nFinal Answer: ['3']\n\n====== Now let's start!" in generator.prompts[-1]
@@ -192,7 +195,7 @@ def test_the_qa_parser(reply, answer, numbers, note):
 def test_ids_outside_the_prompt_become_warnings_on_the_answer():
     rag, _ = cic_rag("Final Answer: [2, 17]")
     answer = rag.ask(QUERY)
-    assert answer.predicted_ids == ["observatory"]
+    assert answer.extras["predicted_ids"] == ["observatory"]
     assert any("[17]" in warning for warning in answer.warnings)
 
 
@@ -203,8 +206,8 @@ def test_a_corpus_over_the_window_keeps_the_first_documents_and_warns(caplog):
     suffix = cic_prompt.query_suffix(QUERY, "retrieval")
     generator = probe.generator
     max_new = probe.config.answer_max_new_tokens
-    window = generator.count_tokens(mode.prefix(2, "retrieval", "en") + suffix) + max_new
-    assert generator.count_tokens(mode.prefix(3, "retrieval", "en") + suffix) + max_new > window  # 3 do not fit
+    window = generator.count_tokens(mode.prefix(probe.context("cic"), 2, "retrieval", "en") + suffix) + max_new
+    assert generator.count_tokens(mode.prefix(probe.context("cic"), 3, "retrieval", "en") + suffix) + max_new > window  # 3 do not fit
 
     rag, fake = cic_rag("Final Answer: [2, 1]", window=window)
     with caplog.at_level(logging.WARNING, logger="memorag.modes.cic"):
@@ -215,7 +218,7 @@ def test_a_corpus_over_the_window_keeps_the_first_documents_and_warns(caplog):
     message = "kept the first 2 of 4 documents in corpus order and dropped the last 2: observatory, bakery"
     assert any(message in warning for warning in answer.warnings)
     assert any(message in record.getMessage() for record in caplog.records)
-    assert answer.predicted_ids == ["ferry"]  # 2 is no longer a document of the prompt
+    assert answer.extras["predicted_ids"] == ["ferry"]  # 2 is no longer a document of the prompt
     assert any("not documents of the prompt (0..1): [2]" in warning for warning in answer.warnings)
 
 
@@ -238,7 +241,7 @@ def test_a_document_longer_than_the_window_is_cut_at_a_word_boundary(caplog):
     assert long_text[:cut] in generator.prompts[-1] and long_text[: cut + 8] not in generator.prompts[-1]
     room = 1200 - rag.config.answer_max_new_tokens
     assert room - 2 <= generator.count_tokens(generator.prompts[-1]) <= room  # filled to the window, one word short at most
-    assert answer.predicted_ids == ["haystack"]
+    assert answer.extras["predicted_ids"] == ["haystack"]
     message = f"the first {cut} of {len(long_text)} characters of haystack"
     assert any(message in warning for warning in answer.warnings)
     assert any(message in record.getMessage() for record in caplog.records)
@@ -250,8 +253,8 @@ def test_a_local_generator_computes_the_corpus_once_for_many_queries():
     rag.memorize(DOCUMENTS, with_memory=False)
     for query in (QUERY, "Who steers the ferry?", "What does the bakery bake?"):
         answer = rag.ask(query)
-        assert answer.raw_reply is not None and isinstance(answer.predicted_ids, list)
-    prefix = rag.mode("cic").prefix(len(DOCUMENTS), "retrieval", "en")
+        assert answer.extras["raw_reply"] is not None and isinstance(answer.extras["predicted_ids"], list)
+    prefix = rag.mode("cic").prefix(rag.context("cic"), len(DOCUMENTS), "retrieval", "en")
     cache = generator.prefix_cache
     assert (cache.builds, cache.reuses) == (1, 3)
     assert cache.num_tokens == len(generator.tokenizer(prefix)["input_ids"]) > 100

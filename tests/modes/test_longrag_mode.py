@@ -9,8 +9,8 @@ import pytest
 
 from memorag import prompts
 from memorag.cli import _overrides, build_parser
-from memorag.config import ConfigError
-from memorag.modes.longrag import short_answer
+from memorag.config import ConfigError, load_config
+from memorag.modes.longrag import LongRAGSettings, short_answer
 from memorag.pipeline import MemoRAG, PipelineConfig
 from memorag.pipeline.types import NO_CHUNK
 from memorag.retrieval import Document
@@ -32,7 +32,7 @@ def filler(name: str, count: int) -> str:
 
 def test_grouping_keeps_every_document_within_the_cap_and_follows_links():
     huge = Document("huge", filler("huge", 150), "Huge", ["Bridge"])
-    rag = longrag(documents=[*village_documents(), huge], longrag_max_tokens=60)
+    rag = longrag(documents=[*village_documents(), huge], longrag={"max_tokens": 60})
     rag.ask(WICK_QUESTION, mode="longrag")
     units = rag.mode("longrag").units
     placed = [doc_id for unit in units for doc_id in unit.doc_ids]
@@ -46,17 +46,17 @@ def test_grouping_keeps_every_document_within_the_cap_and_follows_links():
 def test_without_links_documents_are_related_by_shared_rare_terms_unless_told_not_to():
     documents = [Document(d.id, d.text, d.title) for d in village_documents()]  # links removed
     documents += [Document("wick", "A wick of twisted cotton feeds the lamp of the lighthouse with oil.", "Wick")]
-    inferred = longrag(documents=documents, longrag_max_tokens=200)
+    inferred = longrag(documents=documents, longrag={"max_tokens": 200})
     inferred.ask(WICK_QUESTION, mode="longrag")
     assert any({"lighthouse", "wick"} <= set(unit.doc_ids) for unit in inferred.mode("longrag").units)
-    alone = longrag(documents=documents, longrag_max_tokens=200, longrag_links="given")
+    alone = longrag(documents=documents, longrag={"max_tokens": 200, "links": "given"})
     alone.ask(WICK_QUESTION, mode="longrag")
     assert all(len(unit.doc_ids) == 1 for unit in alone.mode("longrag").units)
 
 
 def test_the_best_unit_is_read_whole_and_named_in_the_evidence():
     generator = FakeEchoGenerator()
-    rag = longrag(generator, longrag_max_tokens=100, longrag_units=1)
+    rag = longrag(generator, longrag={"max_tokens": 100, "units": 1})
     answer = rag.ask(WICK_QUESTION, mode="longrag")
     assert answer.mode == "longrag" and answer.task == "qa"
     texts = {d.id: d.text for d in rag.documents}
@@ -69,7 +69,7 @@ def test_the_best_unit_is_read_whole_and_named_in_the_evidence():
 
 
 def test_units_are_scored_by_their_best_chunk():
-    rag = longrag(longrag_max_tokens=100, longrag_chunk_tokens=8)
+    rag = longrag(longrag={"max_tokens": 100, "chunk_tokens": 8})
     rag.ask(WICK_QUESTION, mode="longrag")
     index = rag.mode("longrag").index
     assert max(len([c for c in index.chunks if c.doc_id == u.id]) for u in index.units) > 2  # units span chunks
@@ -83,7 +83,7 @@ def test_units_are_scored_by_their_best_chunk():
 def test_units_beyond_the_window_are_not_sent():
     documents = [Document(f"d{i}", f"{filler(f'w{i}x', 30)} lamp", f"T{i}") for i in range(6)]
     documents[2] = Document("d2", f"{filler('w2x', 26)} lighthouse wick lamp replaced", "T2")
-    settings = {"documents": documents, "longrag_links": "given", "longrag_units": 4, "longrag_long_answer_tokens": 20}
+    settings = {"documents": documents, "longrag": {"links": "given", "units": 4, "long_answer_tokens": 20}}
     unlimited = longrag(**settings)
     assert len(unlimited.ask(WICK_QUESTION, mode="longrag").evidence) == 4  # the unit count caps
 
@@ -105,7 +105,7 @@ def test_a_unit_longer_than_the_window_is_cut_to_its_best_chunks():
     text = f"{filler('before', 120)} Mara Quill replaced the lighthouse wick. {filler('after', 120)}"
     documents = [Document("book", text, "Book"), Document("note", "A note about apples and pears.", "Note")]
     generator = FakeEchoGenerator(context_window=200)
-    rag = longrag(generator, documents=documents, longrag_chunk_tokens=12, longrag_long_answer_tokens=20)
+    rag = longrag(generator, documents=documents, longrag={"chunk_tokens": 12, "long_answer_tokens": 20})
     answer = rag.ask(WICK_QUESTION, mode="longrag")
     assert answer.evidence and {item.doc_id for item in answer.evidence} == {"book"}
     for item in answer.evidence:
@@ -125,7 +125,7 @@ def test_a_window_too_small_for_the_prompt_is_refused_clearly():
 def test_the_reader_answers_in_two_turns_with_few_shot_examples():
     long_reply = "The first document says that Mara Quill climbed the tower and replaced the burnt wick."
     generator = FakeScriptedGenerator([long_reply, "Short answer: Mara Quill\nShe climbed the tower."])
-    rag = longrag(generator, longrag_max_tokens=100, longrag_units=1)
+    rag = longrag(generator, longrag={"max_tokens": 100, "units": 1})
     pieces: list[str] = []
     answer = rag.ask(WICK_QUESTION, mode="longrag", on_text=pieces.append)
     assert len(generator.prompts) == 2
@@ -135,7 +135,7 @@ def test_the_reader_answers_in_two_turns_with_few_shot_examples():
     assert long_reply in second and WICK_QUESTION in second
     assert WICK_SENTENCE not in second  # the units are not sent again
     assert answer.answer == "Mara Quill"
-    assert answer.raw_clues == {"long_answer": long_reply}
+    assert answer.extras == {"long_answer": long_reply}
     assert "".join(pieces).strip().startswith("Short answer: Mara Quill")  # turn 2 is streamed
 
 
@@ -149,26 +149,26 @@ def test_short_answer_parser():
 
 def test_settings_from_the_command_line_and_their_validation(tmp_path):
     args = build_parser().parse_args(["ask", "--context", "book.txt", WICK_QUESTION, "--mode", "longrag",
-                                      "--set", "longrag_units=1", "--set", "longrag_max_tokens=100"])
+                                      "--set", "longrag.units=1", "--set", "longrag.max_tokens=100"])
     overrides = _overrides(args)
-    assert overrides == {"mode": "longrag", "longrag_units": 1, "longrag_max_tokens": 100}
+    assert overrides == {"mode": "longrag", "longrag": LongRAGSettings(units=1, max_tokens=100)}
     generator = FakeScriptedGenerator(["a long answer", "Mara Quill"])
     rag = longrag(generator, **overrides)
     answer = rag.ask(WICK_QUESTION)  # the mode from the settings
     assert answer.mode == "longrag" and answer.answer == "Mara Quill"
     assert {item.doc_id for item in answer.evidence} == {"lighthouse", "harbour"}
-    for bad in ({"longrag_units": 0}, {"longrag_chunk_tokens": 4}, {"longrag_links": "always"}):
-        with pytest.raises(ConfigError, match=next(iter(bad))):
-            PipelineConfig(**bad)
+    for bad in ("longrag.units=0", "longrag.chunk_tokens=4", "longrag.links=always"):
+        with pytest.raises(ConfigError, match=bad.split("=")[0].replace(".", r"\.")):
+            load_config(PipelineConfig, None, [bad])
 
 
 def test_links_survive_a_save_and_group_the_loaded_corpus(tmp_path):
     model = tiny_model()
-    rag = make_rag(model=model, longrag_max_tokens=100)
+    rag = make_rag(model=model, longrag={"max_tokens": 100})
     rag.memorize(village_documents(), with_memory=False)
     rag.save(tmp_path / "saved")
     loaded = MemoRAG.load(tmp_path / "saved", memory_model=model, embedder=FakeHashEmbedder(),
-                          embedder_name="fake-hash", generator=FakeEchoGenerator(), longrag_max_tokens=100)
+                          embedder_name="fake-hash", generator=FakeEchoGenerator(), longrag={"max_tokens": 100})
     assert [d.links for d in loaded.documents] == [d.links for d in village_documents()]
     loaded.ask(WICK_QUESTION, mode="longrag")
     assert ("lighthouse", "harbour") in {unit.doc_ids for unit in loaded.mode("longrag").units}

@@ -11,7 +11,8 @@ import pytest
 
 from memorag import prompts
 from memorag.cli import _overrides, build_parser
-from memorag.config import ConfigError
+from memorag.config import ConfigError, load_config
+from memorag.modes.mixpr import MixPRSettings
 from memorag.pipeline import MemoRAG, PipelineConfig
 from memorag.retrieval import mixpr as mixpr_module
 from tests.pipeline.conftest import FakeEchoGenerator, make_rag
@@ -42,7 +43,7 @@ def test_the_router_prompt_shows_the_first_two_and_last_two_chunks_and_local_fin
     assert len(chunks) > 4 and WICK_QUESTION in router_prompt
     shown = [text for text in chunks if text in router_prompt]
     assert shown == [chunks[0], chunks[1], chunks[-2], chunks[-1]]
-    assert answer.raw_clues == {"route": "local", "router_reply": "local"}
+    assert answer.extras == {"route": "local", "router_reply": "local"}
     assert answer.answer == "Mara Quill did." and answer.mode == "mixpr"
     best = max(answer.evidence, key=lambda item: item.score)
     assert best.text == WICK_SENTENCE and WICK_SENTENCE in reader_prompt
@@ -58,7 +59,7 @@ def test_the_route_decides_the_restart_weight():
     for route in ("local", "global"):
         rag = mixpr(FakeScriptedGenerator([route, "an answer"]), evidence_tokens=1000)
         answers[route] = rag.ask(WICK_QUESTION, mode="mixpr")
-        assert answers[route].raw_clues["route"] == route
+        assert answers[route].extras["route"] == route
         retriever = rag.mode("mixpr").retriever
         expected = retriever.scores(WICK_QUESTION, route)
         got = np.array([item.score for item in answers[route].evidence])
@@ -73,15 +74,15 @@ def test_a_malformed_router_reply_falls_back_to_the_rules_with_a_warning(caplog,
     rag = mixpr(FakeScriptedGenerator(["it depends, maybe both", "an answer"]))
     with caplog.at_level(logging.WARNING, logger="memorag.retrieval.mixpr"):
         answer = rag.ask(question, mode="mixpr")
-    assert answer.raw_clues == {"route": rule_route, "router_reply": "it depends, maybe both"}
+    assert answer.extras == {"route": rule_route, "router_reply": "it depends, maybe both"}
     assert any("names neither local nor global" in record.getMessage() for record in caplog.records)
 
 
 def test_the_rule_based_router_asks_the_generator_nothing():
     generator = FakeEchoGenerator("an answer")
-    rag = mixpr(generator, mixpr_router="rules")
-    assert rag.ask(THEMES_QUESTION, mode="mixpr").raw_clues == {"route": "global"}
-    assert rag.ask(WICK_QUESTION, mode="mixpr").raw_clues == {"route": "local"}
+    rag = mixpr(generator, mixpr={"router": "rules"})
+    assert rag.ask(THEMES_QUESTION, mode="mixpr").extras == {"route": "global"}
+    assert rag.ask(WICK_QUESTION, mode="mixpr").extras == {"route": "local"}
     assert len(generator.prompts) == 2  # the two reader prompts only
 
 
@@ -89,19 +90,19 @@ def test_summarize_is_global_and_uses_the_summary_prompt():
     generator = FakeEchoGenerator("a summary")
     rag = mixpr(generator)
     answer = rag.ask("Summarize the village stories.", task="summarize", mode="mixpr")
-    assert answer.raw_clues == {"route": "global"} and len(generator.prompts) == 1
+    assert answer.extras == {"route": "global"} and len(generator.prompts) == 1
     assert generator.prompts[0].startswith("Request: Summarize the village stories.")
     assert answer.evidence and in_document_order(rag, answer.evidence)
 
 
 def test_top_k_the_evidence_budget_and_the_window_cap_what_is_sent():
-    rag = mixpr(FakeEchoGenerator(), mixpr_router="rules", mixpr_top_k=2, evidence_tokens=1000)
+    rag = mixpr(FakeEchoGenerator(), mixpr={"router": "rules", "top_k": 2}, evidence_tokens=1000)
     assert len(rag.ask(WICK_QUESTION, mode="mixpr").evidence) == 2
-    rag = mixpr(FakeEchoGenerator(), mixpr_router="rules", evidence_tokens=30)
+    rag = mixpr(FakeEchoGenerator(), mixpr={"router": "rules"}, evidence_tokens=30)
     evidence = rag.ask(WICK_QUESTION, mode="mixpr").evidence
     assert 0 < sum(item.num_tokens for item in evidence) <= 30
     generator = FakeEchoGenerator(context_window=110)
-    rag = mixpr(generator, mixpr_router="rules", evidence_tokens=1000, answer_max_new_tokens=8)
+    rag = mixpr(generator, mixpr={"router": "rules"}, evidence_tokens=1000, answer_max_new_tokens=8)
     answer = rag.ask(WICK_QUESTION, mode="mixpr")
     every = len(rag.mode("mixpr").retriever)
     assert 0 < len(answer.evidence) < every
@@ -110,21 +111,21 @@ def test_top_k_the_evidence_budget_and_the_window_cap_what_is_sent():
 
 def test_settings_from_the_command_line_and_their_validation():
     args = build_parser().parse_args(["ask", "--context", "book.txt", WICK_QUESTION, "--mode", "mixpr",
-                                      "--set", "mixpr_router=rules", "--set", "mixpr_top_k=3"])
+                                      "--set", "mixpr.router=rules", "--set", "mixpr.top_k=3"])
     overrides = _overrides(args)
-    assert overrides == {"mode": "mixpr", "mixpr_router": "rules", "mixpr_top_k": 3}
+    assert overrides == {"mode": "mixpr", "mixpr": MixPRSettings(router="rules", top_k=3)}
     rag = mixpr(FakeEchoGenerator("Mara Quill"), evidence_tokens=1000, **overrides)
     answer = rag.ask(WICK_QUESTION)
     assert answer.mode == "mixpr" and answer.answer == "Mara Quill" and len(answer.evidence) == 3
     assert WICK_SENTENCE in [item.text for item in answer.evidence]
-    with pytest.raises(ConfigError, match="mixpr_router"):
-        PipelineConfig(mixpr_router="sometimes")
-    with pytest.raises(ConfigError, match="mixpr_top_k"):
-        PipelineConfig(mixpr_top_k=0)
+    with pytest.raises(ConfigError, match=r"mixpr\.router"):
+        PipelineConfig(mixpr=MixPRSettings(router="sometimes"))
+    with pytest.raises(ConfigError, match=r"mixpr\.top_k"):
+        load_config(PipelineConfig, None, ["mixpr.top_k=0"])
 
 
 def test_the_mode_builds_the_paper_settings_and_the_convention_is_stated():
-    rag = mixpr(FakeEchoGenerator(), mixpr_router="rules")
+    rag = mixpr(FakeEchoGenerator(), mixpr={"router": "rules"})
     rag.ask(WICK_QUESTION, mode="mixpr")
     retriever = rag.mode("mixpr").retriever
     assert (retriever.max_words, retriever.alpha_local, retriever.alpha_global, retriever.max_iter) == (32, 0.6, 0.0, 18)

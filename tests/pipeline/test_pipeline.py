@@ -266,11 +266,11 @@ def test_a_new_mode_plugs_into_the_registry():
         default_task = "qa"
         prepared: list[int] = []
 
-        def prepare(self, corpus):
-            self.prepared.append(len(corpus.chunks))
+        def prepare(self, context):
+            self.prepared.append(len(context.corpus.chunks))
 
-        def answer(self, query, task, hooks):
-            last = self.pipeline.chunks[-1]
+        def answer(self, context, query, task, hooks):
+            last = context.corpus.chunks[-1]
             return Answer(query, task, self.name, last.text)
 
     try:
@@ -331,7 +331,7 @@ def test_overlapping_evidence_is_merged_into_one_passage():
     chunks = rag.chunks[:3]  # consecutive chunks sharing 4 tokens
     evidence = [Evidence(c.id, c.doc_id, c.title, c.start_char, c.end_char, c.num_tokens, 1.0, [0], c.text)
                 for c in chunks]
-    passages = rag.render_passages(evidence)
+    passages = rag.context().evidence.render_passages(evidence)
     assert passages.count("[1]") == 1 and "[2]" not in passages
     assert rag.documents[0].text[chunks[0].start_char : chunks[2].end_char] in passages
 

@@ -5,10 +5,11 @@ headed for what it is."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
-from memorag.config import ConfigError
+from memorag.config import ConfigError, config_from_dict
 from memorag.generation.base import GeneratorError
 from memorag.pipeline import InputError, PipelineConfig
 from tests.pipeline.conftest import make_rag
@@ -16,19 +17,21 @@ from tests.reliability.conftest import SHORT, text_of
 
 BAD_SETTINGS = [
     ("timeout", -1), ("timeout", 0), ("timeout", math.inf), ("max_retries", -3), ("repetition_penalty", 0),
-    ("repetition_penalty", -1.5), ("query_weight", -5), ("query_weight", math.nan), ("hyde_query_weight", 0),
-    ("rqrag_query_weight", -1), ("generator_window", 0), ("evidence_tokens", 0), ("dos_evidence_tokens", -1),
-    ("hits_per_query", 0), ("max_clues", 0), ("answer_max_new_tokens", 0), ("cic_examples", -1),
-    ("chunk_tokens", 4), ("overlap_tokens", -1), ("longrag_units", 0), ("mixpr_top_k", 0),
+    ("repetition_penalty", -1.5), ("query_weight", -5), ("query_weight", math.nan), ("hyde.query_weight", 0),
+    ("rqrag.query_weight", -1), ("generator_window", 0), ("evidence_tokens", 0), ("dos.evidence_tokens", -1),
+    ("hits_per_query", 0), ("max_clues", 0), ("answer_max_new_tokens", 0), ("cic.examples", -1),
+    ("chunk_tokens", 4), ("overlap_tokens", -1), ("longrag.units", 0), ("mixpr.top_k", 0),
 ]
 
 
 @pytest.mark.parametrize(("key", "value"), BAD_SETTINGS)
 def test_every_setting_is_range_checked_when_the_config_is_made(key, value):
-    with pytest.raises(ConfigError, match=f"^{key}="):
-        PipelineConfig(**{key: value})
-    with pytest.raises(ConfigError, match=key):
-        make_rag(**{key: value})  # through the Python API's keywords too
+    section, _, name = key.rpartition(".")  # a mode's setting is a key of its section
+    given = {section: {name: value}} if section else {key: value}
+    with pytest.raises(ConfigError, match="^" + re.escape(f"{key}=")):
+        config_from_dict(PipelineConfig, given)
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        make_rag(**given)  # through the Python API's keywords too
 
 
 def test_memory_settings_are_range_checked_naming_the_key():
@@ -115,7 +118,7 @@ def test_each_modes_answer_is_headed_for_what_it_is(cli, tiny_args, tmp_path):
     assert cli("memorize", book, "--out", out, *tiny_args).returncode == 0
     for mode in ("rag", "dos", "hyde", "rqrag", "mixpr", "memorag"):
         result = cli("ask", out, "where is the king", *tiny_args, *SHORT, "--mode", mode,
-                     "--set", "hyde_max_new_tokens=4", "--set", "rqrag_max_new_tokens=4", "--set", "mixpr_router=rules")
+                     "--set", "hyde.max_new_tokens=4", "--set", "rqrag.max_new_tokens=4", "--set", "mixpr.router=rules")
         assert result.returncode == 0, (mode, result)
         assert f"answer ({mode}):" in result.stderr, (mode, result.stderr)
         assert "from memory alone" not in result.stderr

@@ -73,8 +73,10 @@ def test_a_huge_query_is_refused_before_clue_writing(monkeypatch):
     def no_clues(*args, **kwargs):
         raise AssertionError("clues were written for a query that cannot fit")
 
-    monkeypatch.setattr(rag, "write_clues", no_clues)
-    monkeypatch.setattr(rag, "retrieve", no_clues)
+    from memorag.modes.evidence import EvidenceStep
+
+    monkeypatch.setattr(rag.mode("memorag"), "write_clues", no_clues)
+    monkeypatch.setattr(EvidenceStep, "retrieve", no_clues)
     from memorag.pipeline import QueryTooLongError
 
     with pytest.raises(QueryTooLongError, match="shorten the query"):

@@ -1,0 +1,46 @@
+"""The errors of answering over a memorized corpus: each says why, and what to do.
+
+They sit below the pipeline and the modes, which both raise them.
+"""
+
+from __future__ import annotations
+
+
+class PipelineError(RuntimeError):
+    """Something the pipeline cannot do, with a message that says why and what to do."""
+
+
+class InputError(PipelineError, ValueError):
+    """Bad input: an empty query, an empty or malformed document."""
+
+
+class QueryTooLongError(InputError):
+    """A query that leaves the generator's window no room for evidence and the answer."""
+
+
+class UnknownModeError(PipelineError):
+    """A mode name that is not registered."""
+
+
+class UnsupportedTaskError(PipelineError):
+    """A task the chosen mode does not do."""
+
+
+class EmptyCorpusError(PipelineError):
+    """Nothing has been memorized yet."""
+
+
+class DocumentConflictError(PipelineError):
+    """A document id that is already memorized, with another text."""
+
+
+class SaveFormatError(PipelineError):
+    """A directory that is not a saved pipeline, or a damaged one."""
+
+
+class ManifestMismatchError(PipelineError):
+    """A saved pipeline built with other models or settings than the ones asked for."""
+
+
+class SaveDirectoryError(PipelineError):
+    """A save target that exists and holds something else."""

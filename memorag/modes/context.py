@@ -1,0 +1,93 @@
+"""What a mode is handed: the corpus, the models it may use, its settings and the evidence step.
+
+The pipeline (`memorag.pipeline.MemoRAG`) makes a `ModeContext` for each `prepare` and each
+question; a mode keeps what it builds from it (an index, a graph), never the context itself.
+The models load on first use: a mode that never touches the generator or the memory model
+does not load it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from memorag.clues import detect_language
+from memorag.modes.evidence import EvidenceStep
+from memorag.results import Corpus
+
+
+@dataclass(frozen=True)
+class SharedSettings:
+    """The pipeline's settings that modes read beside their own (`PipelineConfig` fields of the same names)."""
+
+    language: str  # "auto" (from the query) or a language of `memorag.prompts`
+    chunk_tokens: int
+    overlap_tokens: int
+    hits_per_query: int
+    evidence_tokens: int
+    answer_max_new_tokens: int
+    retriever: str  # the kind of the pipeline's retriever: dense, bm25 or hybrid
+
+
+@dataclass(frozen=True)
+class Loaders:
+    """How a context gets the models it is asked for; each is called at most once per context."""
+
+    generator: Callable[[], Any]
+    tokenizer: Callable[[], Any]  # the memory model's tokenizer: chunks are counted in its tokens
+    embedder: Callable[[], Any]
+    memory_model: Callable[[], Any]
+    memory: Callable[[], Any]  # the corpus's memory, built on first use if `memorize` was told not to
+    new_retriever: Callable[[], Any]  # an empty retriever of the pipeline's kind
+
+
+class ModeContext:
+    """The corpus, the models, the settings (shared and the mode's own) and one evidence step.
+
+    `retriever` is the index over `corpus.chunks` (None when a mode prepares before any index
+    exists); `settings` is the mode's own settings dataclass (None for a mode without one);
+    `few_shot` are labelled questions for the modes that show examples (cic).
+    """
+
+    def __init__(self, *, corpus: Corpus, retriever: Any, shared: SharedSettings, settings: Any,
+                 evidence: EvidenceStep, loaders: Loaders, few_shot: list | tuple = ()):
+        self.corpus = corpus
+        self.retriever = retriever
+        self.shared = shared
+        self.settings = settings
+        self.evidence = evidence
+        self.few_shot = list(few_shot)
+        self._loaders = loaders
+
+    @property
+    def documents(self) -> tuple:
+        return self.corpus.documents
+
+    @cached_property
+    def generator(self) -> Any:
+        return self._loaders.generator()
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        return self._loaders.tokenizer()
+
+    @cached_property
+    def embedder(self) -> Any:
+        return self._loaders.embedder()
+
+    @cached_property
+    def memory_model(self) -> Any:
+        return self._loaders.memory_model()
+
+    @cached_property
+    def memory(self) -> Any:
+        return self._loaders.memory()
+
+    def new_retriever(self) -> Any:
+        return self._loaders.new_retriever()
+
+    def language_of(self, query: str) -> str:
+        """The prompts' language for `query`: the `language` setting, or detected when "auto"."""
+        return detect_language(query) if self.shared.language == "auto" else self.shared.language

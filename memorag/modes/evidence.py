@@ -1,0 +1,233 @@
+"""The evidence step every mode shares: retrieve, gather, fit the budget, render the prompt.
+
+One `EvidenceStep` serves one question (the pipeline makes it for each `ask`). The
+generator's room is counted in one place, `room_after`: its window less a prompt (counted
+in the generator's own tokens) less the tokens kept for the reply. Everything else asks it:
+
+- `room_for_evidence` is what the answer prompt without evidence leaves (counted once per
+  question and task), kept at `TOKENIZER_MARGIN` because chunks are counted in the memory
+  model's tokenizer; it raises `QueryTooLongError` when nothing would fit;
+- `budget` is the evidence budget (`evidence_tokens`, or a mode's own) capped by that room;
+- `fit_window` drops the lowest-scored evidence until the whole prompt fits;
+- `room_left` is what a prompt over given evidence leaves (the full mode cuts to it).
+
+`gather` is retrieval into a budget (every query retrieves, the lists are fused by weight
+or unioned round-robin by rank, the best chunks that fit are kept, then `fit_window`);
+`order` puts evidence in document order or best first; `generate` renders the answer
+prompt over the evidence and asks the generator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memorag import prompts
+from memorag.answer_forms import AnswerForm
+from memorag.errors import EmptyCorpusError, PipelineError, QueryTooLongError
+from memorag.results import Evidence
+from memorag.retrieval.base import Hit
+from memorag.retrieval.chunking import Chunk, Document
+
+# Chunks are counted with the memory model's tokenizer, the generator's window with its own:
+# evidence budgets keep this share of the room the window leaves.
+TOKENIZER_MARGIN = 0.9
+
+
+def chunk_evidence(chunk: Chunk, score: float, found_by: Mapping[int, list[int]]) -> Evidence:
+    """A retrieved chunk as `Evidence`: its place, its score (rounded to 6 places) and the
+    indices of the queries that found it (`found_by`, as `EvidenceStep.retrieve` gives it)."""
+    return Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char, chunk.num_tokens,
+                    round(score, 6), found_by.get(chunk.id, []), chunk.text)
+
+
+@dataclass(frozen=True)
+class EvidenceSettings:
+    """The pipeline's settings the evidence step reads (`PipelineConfig` fields of the same names)."""
+
+    hits_per_query: int
+    fusion: str
+    evidence_tokens: int
+    answer_max_new_tokens: int
+    summary_max_new_tokens: int
+
+
+class EvidenceStep:
+    """Retrieval, budgets and the answer prompt for one question; see the module docstring.
+
+    `generator` is called on first use (the pipeline loads its models lazily); `documents`
+    are the corpus in memorized order, `chunk_by_id` its chunks, `retriever` their index
+    (None: nothing memorized), `answer_form` the answer prompt of this question.
+    """
+
+    def __init__(self, *, generator: Callable[[], Any], documents: Sequence[Document],
+                 chunk_by_id: Mapping[int, Chunk], retriever: Any, answer_form: AnswerForm,
+                 settings: EvidenceSettings):
+        self._generator = generator
+        self.documents = documents
+        self.chunk_by_id = chunk_by_id
+        self.retriever = retriever
+        self.answer_form = answer_form
+        self.settings = settings
+        self._rooms: dict[tuple[str, str, str], int | None] = {}
+
+    @property
+    def generator(self) -> Any:
+        return self._generator()
+
+    # -- the answer prompt ----------------------------------------------------------------------
+    def prompt(self, query: str, task: str, language: str, evidence: Sequence[Evidence]) -> str:
+        passages = self.render_passages(evidence, language)
+        if task == "summarize":
+            return prompts.fill(prompts.GENERATOR_SUMMARY, language, passages=passages, request=query)
+        return self.answer_form.render(passages, query, language)
+
+    def system(self, task: str, language: str) -> str | None:
+        """The generator's system prompt: the pipeline's, except under a benchmark's answer form."""
+        if task == "summarize":
+            return prompts.fill(prompts.GENERATOR_SYSTEM, language)
+        return self.answer_form.system(language)
+
+    def max_new_tokens(self, task: str) -> int:
+        return self.settings.summary_max_new_tokens if task == "summarize" else self.settings.answer_max_new_tokens
+
+    def render_passages(self, evidence: Sequence[Evidence], language: str = "en") -> str:
+        """The evidence as numbered passages, in the given order; a chunk that overlaps or touches
+        the previous one of the same document is merged into its passage, so no text is repeated."""
+        texts = {document.id: document.text for document in self.documents}
+        merged: list[list] = []  # [doc_id, title, start, end]
+        for item in evidence:
+            last = merged[-1] if merged else None
+            if (last is not None and last[0] == item.doc_id and item.start_char <= last[3] + 1
+                    and item.end_char >= last[2] - 1):
+                last[2], last[3] = min(last[2], item.start_char), max(last[3], item.end_char)
+            else:
+                merged.append([item.doc_id, item.title, item.start_char, item.end_char])
+        return "\n\n".join(
+            prompts.fill(prompts.PASSAGE, language, number=str(number), title=title or doc_id,
+                         text=texts[doc_id][start:end])
+            for number, (doc_id, title, start, end) in enumerate(merged, start=1)
+        )
+
+    def generate(self, query: str, evidence: Sequence[Evidence], task: str, language: str,
+                 on_text: Callable[[str], None] | None = None) -> str:
+        """The generator's answer from the answer prompt over `evidence`."""
+        if task == "summarize" and not query:
+            query = prompts.fill(prompts.DEFAULT_SUMMARY_REQUEST, language)
+        return self.generator.generate(self.prompt(query, task, language, evidence), system=self.system(task, language),
+                                       max_new_tokens=self.max_new_tokens(task), on_text=on_text)
+
+    # -- the window -----------------------------------------------------------------------------
+    def room_after(self, prompt: str, system: str | None, new_tokens: int) -> int | None:
+        """Tokens of the generator's window that `prompt` (with `system`) and a reply of
+        `new_tokens` leave (negative: they do not fit); None when the window is unknown."""
+        window = self.generator.context_window
+        if not window:
+            return None
+        return window - self.generator.count_tokens(prompt, system) - new_tokens
+
+    def room_left(self, query: str, evidence: Sequence[Evidence], task: str, language: str) -> int | None:
+        """What the answer prompt over `evidence` and the answer leave of the window."""
+        return self.room_after(self.prompt(query, task, language, evidence), self.system(task, language),
+                               self.max_new_tokens(task))
+
+    def room_for_evidence(self, query: str, task: str, language: str) -> int | None:
+        """Evidence tokens the window leaves after the prompt and the answer (None: the window is
+        unknown); counted once per question and task. Raises `QueryTooLongError` when no evidence
+        would fit, with the fixes that would make room."""
+        key = (query, task, language)
+        if key not in self._rooms:
+            room = self.room_left(query, [], task, language)
+            if room is not None:
+                room = int(room * TOKENIZER_MARGIN)
+                if room < 1:
+                    self._too_long(query, task, language)
+            self._rooms[key] = room
+        return self._rooms[key]
+
+    def _too_long(self, query: str, task: str, language: str) -> None:
+        window = self.generator.context_window
+        system = self.system(task, language)
+        overhead = self.generator.count_tokens(self.prompt(query, task, language, []), system)
+        answer = self.max_new_tokens(task)
+        need = window - answer - int(1 / TOKENIZER_MARGIN) - 1  # most prompt tokens that leave room
+        excess = overhead - need
+        # the query's share of the prompt (it may appear more than once)
+        query_tokens = overhead - self.generator.count_tokens(self.prompt("", task, language, []), system)
+        fixes = []
+        if 0 < excess < query_tokens:
+            # characters per token vary: the estimate cuts a little more (10%, at least 4 tokens)
+            chars = min(len(query), -(-(excess + max(4, excess // 10)) * len(query) // query_tokens))
+            fixes.append(f"shorten the query by at least {excess} tokens (about {chars} characters)")
+        elif excess > 0:
+            fixes.append("use a generator with a larger window (even an empty query would not fit)")
+        fitting_answer = window - overhead - int(1 / TOKENIZER_MARGIN) - 1
+        if fitting_answer >= 1:
+            fixes.append(f"answer in at most {fitting_answer} tokens (`--max-new-tokens {fitting_answer}`, or "
+                         f"`--set {'summary' if task == 'summarize' else 'answer'}_max_new_tokens={fitting_answer}`)")
+        raise QueryTooLongError(
+            f"the generator's window ({window} tokens) leaves no room for evidence after the prompt ({overhead} "
+            f"tokens, with the query) and the answer ({answer}); {' or '.join(fixes)}"
+        )
+
+    def budget(self, query: str, task: str, language: str, max_tokens: int | None = None) -> int:
+        """Evidence tokens that fit: `max_tokens` (default `evidence_tokens`), capped by the room."""
+        budget = max_tokens or self.settings.evidence_tokens
+        room = self.room_for_evidence(query, task, language)
+        return budget if room is None else min(budget, room)
+
+    def fit_window(self, evidence: list[Evidence], query: str, task: str, language: str) -> list[Evidence]:
+        """Drop the lowest-scored evidence until the whole prompt fits the generator's window."""
+        while evidence:
+            left = self.room_left(query, evidence, task, language)
+            if left is None or left >= 0:
+                break
+            weakest = min(range(len(evidence)), key=lambda i: evidence[i].score)
+            evidence = evidence[:weakest] + evidence[weakest + 1 :]
+        return evidence
+
+    # -- retrieval ------------------------------------------------------------------------------
+    def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,
+                 k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[int]]]:
+        """Every query retrieves `k` hits (default `hits_per_query`); the lists are combined into
+        one ranking: fused (weighted), or with `union` taken round-robin by rank
+        (`hybrid.round_robin`; no weights). Returns the combined hits, best first, and for each
+        chunk id the indices of the queries that found it."""
+        from memorag.retrieval.hybrid import fuse, round_robin
+
+        if self.retriever is None:
+            raise EmptyCorpusError("nothing is memorized yet")
+        results = self.retriever.search(list(queries), k or self.settings.hits_per_query)
+        found_by: dict[int, list[int]] = {}
+        for position, hits in enumerate(results):
+            for hit in hits:
+                found_by.setdefault(hit.chunk_id, [])
+                if position not in found_by[hit.chunk_id]:
+                    found_by[hit.chunk_id].append(position)
+        if union:
+            return round_robin(results), found_by
+        return fuse(results, method=self.settings.fusion, weights=list(weights) if weights is not None else None), found_by
+
+    def gather(self, queries: Sequence[str], weights: Sequence[float], task: str, query: str, language: str, *,
+               max_tokens: int | None = None, k: int | None = None, union: bool = False) -> list[Evidence]:
+        """Retrieve with every query (`retrieve`), keep the best chunks within the budget
+        (`budget(max_tokens)`), then fit the whole prompt to the window (`fit_window`)."""
+        from memorag.retrieval.hybrid import fit_to_budget
+
+        fused, found_by = self.retrieve(queries, weights, k, union=union)
+        budget = self.budget(query, task, language, max_tokens)
+        scores = {hit.chunk_id: hit.score for hit in fused}
+        kept = fit_to_budget(fused, self.chunk_by_id, budget)
+        evidence = [chunk_evidence(chunk, scores[chunk.id], found_by) for chunk in kept]
+        return self.fit_window(evidence, query, task, language)
+
+    def order(self, evidence: Sequence[Evidence], order: str) -> list[Evidence]:
+        """`evidence` in document order (documents as memorized, then by offset) or best first
+        (by score; ties keep their order)."""
+        if order == "best-first":
+            return sorted(evidence, key=lambda item: -item.score)
+        if order != "document":
+            raise PipelineError(f"evidence order {order!r}; choose document or best-first")
+        rank = {document.id: number for number, document in enumerate(self.documents)}
+        return sorted(evidence, key=lambda item: (rank.get(item.doc_id, len(rank)), item.start_char, item.end_char))

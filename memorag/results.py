@@ -1,0 +1,118 @@
+"""What answering produces and what modes are handed: evidence, answers, the corpus, hooks, timings.
+
+Shared by the pipeline (`memorag.pipeline`) and the modes (`memorag.modes`), below both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from memorag.errors import InputError
+from memorag.retrieval.chunking import Chunk, Document
+
+NO_CHUNK = -1  # `Evidence.chunk_id` of text given whole or cut, not one of the pipeline's chunks
+
+
+@dataclass
+class Evidence:
+    """A retrieved chunk given to the generator: where it is, how it scored, which queries found it.
+
+    `queries` are indices into the retrieval queries: 0 is the user's query, 1.. the clues.
+    Modes that read no chunks give spans with `chunk_id` NO_CHUNK: whole documents (cic, longrag), the kept
+    head and tail of the corpus (full).
+    """
+
+    chunk_id: int
+    doc_id: str
+    title: str
+    start_char: int
+    end_char: int
+    num_tokens: int
+    score: float
+    queries: list[int]
+    text: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Answer:
+    query: str
+    task: str
+    mode: str
+    answer: str
+    clues: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, and "total"
+    generator: str = ""  # who wrote `answer`
+    raw_clues: dict[str, str] = field(default_factory=dict)  # the replies that became `clues`, before parsing
+    warnings: list[str] = field(default_factory=list)  # what the mode had to cut or could not read
+    # what a mode gives beyond these, by name (JSON-safe values), e.g. cic: "predicted_ids" (the document
+    # ids its reply names) and "raw_reply"; longrag: "long_answer"; mixpr: "route" and "router_reply"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.answer
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["evidence"] = [item.to_dict() for item in self.evidence]
+        return data
+
+
+@dataclass(frozen=True)
+class FewShotExample:
+    """A labelled question for the cic mode's few-shot examples, as LOFT builds them: a real question
+    of the same task, its gold documents (shown in the corpus when the corpus lacks them) and answers."""
+
+    query: str
+    documents: tuple[Document, ...]  # the gold documents, in the order the answer lists them
+    answers: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.query.strip() or not self.documents:
+            raise InputError("a few-shot example needs a query and at least one gold document")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What a mode prepares for: the documents and chunks, and a version that changes with them."""
+
+    documents: tuple[Document, ...]
+    chunks: tuple[Chunk, ...]
+    version: int
+    content_sha256: str
+
+
+@dataclass
+class AskHooks:
+    """Callbacks for showing progress while a mode answers (all optional)."""
+
+    on_text: Callable[[str], None] | None = None  # each new piece of the answer
+    on_clues: Callable[[list[str]], None] | None = None
+    on_evidence: Callable[[list[Evidence]], None] | None = None
+    show_progress: bool = False  # a progress bar on stderr for slow steps (the clues, kind by kind)
+
+    def clues(self, clues: list[str]) -> None:
+        if self.on_clues is not None:
+            self.on_clues(clues)
+
+    def evidence(self, evidence: list[Evidence]) -> None:
+        if self.on_evidence is not None:
+            self.on_evidence(evidence)
+
+
+@contextmanager
+def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    """Add the seconds spent in the block to `timings[stage]`."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = round(timings.get(stage, 0.0) + time.perf_counter() - started, 4)
