@@ -26,7 +26,7 @@ def main() -> int:
 
     torch.set_num_threads(1)
     _quiet_libraries()
-    base = MemoryModel.from_pretrained().base_model
+    base = MemoryModel.from_pretrained(memory_weights="untrained").base_model
     print("dtype", next(base.parameters()).dtype, flush=True)
 
     def forward(length: int) -> None:

@@ -116,7 +116,7 @@ def build(precision: str, window: int, ratio: int, memory_rank: int):
     from memorag.memory.lowrank import apply_lowrank
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    model = MemoryModel.from_pretrained(config=MemoryConfig(window=window, ratios=[ratio]), dtype=dtype)
+    model = MemoryModel.from_pretrained(memory_weights="untrained", config=MemoryConfig(window=window, ratios=[ratio]), dtype=dtype)
     if memory_rank:
         apply_lowrank(model, memory_rank)
     for parameter in model.memory_parameters().values():

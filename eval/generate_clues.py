@@ -6,8 +6,9 @@ recall with query-only recall (same retriever, same k).
         --data data/hotpot_corpus/ --k 10 --out runs/clues/hotpot.jsonl --device cuda --dtype bfloat16 \
         retriever=bm25 clue_kinds=[spans]    # --load-in-4bit instead of --dtype on a 16-24 GB GPU
 
---data is a file of EvalExample JSON lines (eval/synthetic.py writes them) or a saved
-shared-corpus task folder. The base model is the one recorded in the checkpoint unless --base
+--data is a file of EvalExample JSON lines (eval/synthetic.py writes them), a saved
+shared-corpus task folder, or hotpotqa:TOKENS: held-out HotpotQA questions (rows 5,000 and above,
+--num-examples of them, default 50), each in a context of TOKENS tokens. The base model is the one recorded in the checkpoint unless --base
 is given. The models load on a CUDA GPU when there is one, else on the CPU (--device, --dtype,
 --load-in-4bit or --load-in-8bit, and --threads choose). Trailing key=value settings go to the
 pipeline (memorag.pipeline.PipelineConfig: retriever, embedder, chunk_tokens, clue_kinds,
@@ -31,8 +32,11 @@ from memorag.placement import Placement, add_placement_arguments, placement_over
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="memory weights folder (a training run's final/)")
-    parser.add_argument("--data", required=True, help="EvalExample JSON lines, or a shared-corpus task folder")
+    parser.add_argument("--checkpoint", required=True,
+                        help="memory weights folder (a training run's final/), or 'embedded' (the shipped weights) "
+                             "or 'untrained' on the embedded model (or on --base)")
+    parser.add_argument("--data", required=True,
+                        help="EvalExample JSON lines, a shared-corpus task folder, or hotpotqa:TOKENS (held out)")
     parser.add_argument("--base", default=None, help="base model (default: the one recorded in the checkpoint)")
     parser.add_argument("--out", default=None, help="output JSON lines (default: runs/clues/DATA_NAME.jsonl)")
     parser.add_argument("--k", type=int, default=5, help="chunks each ranking keeps (default 5)")
@@ -49,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         Placement.of(pipeline)  # a device or quantization this machine cannot give fails before any work
     except ConfigError as error:
         parser.error(str(error))
-    out = args.out or Path("runs/clues") / f"{Path(args.data).name.removesuffix('.jsonl')}.jsonl"
+    name = args.data.replace(":", "_") if args.data.startswith("hotpotqa:") else Path(args.data).name
+    out = args.out or Path("runs/clues") / f"{name.removesuffix('.jsonl')}.jsonl"
     summary = run_clue_recall(args.checkpoint, args.data, out, base=args.base, k=args.k, coverage=args.coverage,
                               memorize=args.memorize, num_examples=args.num_examples, pipeline=pipeline)
     print(json.dumps(summary, indent=2))

@@ -25,6 +25,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
+from memorag.models import memory_weights_are_untrained
 from memorag.placement import add_placement_arguments, placement_overrides
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -97,8 +98,9 @@ def _model_options(parser: argparse.ArgumentParser, memorizing: bool) -> None:
     models = parser.add_argument_group("models (default: the embedded models, offline)")
     models.add_argument("--memory-model", metavar="NAME", help="memory model: a hub id or a local folder")
     models.add_argument("--memory-weights", metavar="DIR",
-                        help="trained memory weights (without them the memory weights are untrained copies of "
-                             "the base model's, and answers from memory alone are poor)")
+                        help="trained memory weights: a folder or hub id; 'auto' (default): the trained weights "
+                             "shipped for the embedded model, untrained copies for another base; 'untrained': "
+                             "copies of the base model's projections (clues and answers from memory are then poor)")
     models.add_argument("--embedder", metavar="NAME", help="sentence-transformers embedder: a hub id or a folder")
     models.add_argument("--retriever", choices=("dense", "bm25", "hybrid"), help="retriever (default: dense)")
     models.add_argument("--generator", metavar="SPEC",
@@ -386,7 +388,7 @@ def cmd_memorize(args, console: Console) -> int:
         print(f"already memorized: {out} holds these documents with the same models; nothing to do")
     if report.skipped and report.added:
         console.info(f"skipped (already memorized): {', '.join(report.skipped)}")
-    if rag.config.memory_weights is None and not console.json:
+    if memory_weights_are_untrained(rag.config.memory_model, rag.config.memory_weights) and not console.json:
         console.info("note: the memory weights are untrained (copies of the base model's); pass --memory-weights "
                      "for trained ones")
     return EXIT_OK

@@ -32,19 +32,20 @@ def _text_path() -> Path:
     raise SystemExit(f"demo: cannot find examples/{TEXT_NAME}; run the demo from the repository")
 
 
-def _cache_folder(text: str, memory_weights: str | None) -> Path:
+def _cache_folder(text: str, memory_weights: str) -> Path:
     from memorag.io import sha256_file
-    from memorag.models import cache_dir
+    from memorag.models import cache_dir, memory_weights_for
 
     weights = "untrained"
-    if memory_weights:
-        files = sorted(Path(memory_weights).glob("*"))
+    folder = memory_weights_for(None, memory_weights)
+    if folder is not None:
+        files = sorted(Path(folder).glob("*"))
         weights = hashlib.sha256("".join(sha256_file(f) for f in files if f.is_file()).encode()).hexdigest()
     key = hashlib.sha256(json.dumps([hashlib.sha256(text.encode()).hexdigest(), weights]).encode()).hexdigest()
     return cache_dir() / "demo" / f"kjv-{key[:12]}"
 
 
-def _open(folder: Path, document, memory_weights: str | None):
+def _open(folder: Path, document, memory_weights: str):
     """The saved demo pipeline when it holds this text with these models, else a new one."""
     from memorag.pipeline import DocumentConflictError, ManifestMismatchError, MemoRAG, SaveFormatError
 
@@ -100,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memorag.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--question", action="append", help="a question about the text (repeatable)")
     parser.add_argument("--task", default="memorag", choices=("memorag", "qa", "summarize"))
-    parser.add_argument("--memory-weights", metavar="DIR", help="trained memory weights (default: untrained)")
+    parser.add_argument("--memory-weights", metavar="DIR", default="auto",
+                        help="memory weights: 'auto' (default: the trained weights shipped with memorag), "
+                             "a folder of other trained weights, or 'untrained' (copies of the base model's)")
     parser.add_argument("--memory-answer", action="store_true",
                         help="also show the memory model's answer from memory alone (task qa)")
     args = parser.parse_args(argv)
@@ -113,12 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     path = _text_path()
     text = path.read_text(encoding="utf-8")
     print(f"MemoRAG demo: {path.name}, {len(text):,} characters (Ruth, Esther and Jonah, King James Version)")
-    if args.memory_weights:
-        print(f"memory weights: {args.memory_weights}")
-    else:
+    from memorag.models import SHIPPED_MEMORY_DIR, memory_weights_for
+
+    weights = memory_weights_for(None, args.memory_weights)
+    if weights is None:
         print("NOTE: the memory weights are UNTRAINED (copies of the base model's projections): the memory "
               "model's clues and its answers from memory alone are poor. The answer below stands on retrieval "
-              "with the query; pass --memory-weights DIR for trained weights.")
+              "with the query.")
+    elif weights == SHIPPED_MEMORY_DIR:
+        print(f"memory weights: the trained weights shipped with memorag ({weights.name}; README \"The shipped "
+              "memory\"); --memory-weights untrained for the untrained copies")
+    else:
+        print(f"memory weights: {weights}")
     document = Document(id=path.name, title="", text=text)
     rag = _open(_cache_folder(text, args.memory_weights), document, args.memory_weights)
     memory = rag.memory

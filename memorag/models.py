@@ -271,6 +271,71 @@ class MemoryWeightsUnavailableError(RuntimeError):
     """Memory weights named by a hub id that could not be downloaded (offline, or no such repository)."""
 
 
+# Memory weights by name (`memory_weights=` of MemoRAG, MemoryModel.from_pretrained and the CLI):
+AUTO_MEMORY = "auto"  # the shipped trained weights for the embedded LM; untrained copies for any other base
+SHIPPED_MEMORY = "embedded"  # the memory weights trained for the embedded SmolLM2, shipped in this package
+UNTRAINED_MEMORY = "untrained"  # copies of the base model's projections (what training starts from)
+MEMORY_WEIGHT_NAMES = frozenset({AUTO_MEMORY, SHIPPED_MEMORY, UNTRAINED_MEMORY})
+SHIPPED_MEMORY_DIR = Path(__file__).resolve().parent / "weights" / "memory-smollm2-135m-instruct"
+
+
+def is_memory_weights_name(text: str | os.PathLike[str] | None) -> bool:
+    """Whether `text` is one of `MEMORY_WEIGHT_NAMES` (not a folder or a hub id)."""
+    return text is not None and os.fspath(text).strip().lower() in MEMORY_WEIGHT_NAMES
+
+
+def shipped_memory_weights() -> Path:
+    """The folder of the memory weights trained for the embedded LM (README "The shipped memory")."""
+    verify_memory_weights(SHIPPED_MEMORY_DIR, where="the memory weights shipped with memorag")
+    return SHIPPED_MEMORY_DIR
+
+
+def memory_weights_for(base: str | os.PathLike[str] | None,
+                       weights: str | os.PathLike[str] | None) -> Path | None:
+    """The folder of memory weights to load onto `base`, or None for untrained copies of its projections.
+
+    `weights` is a folder, a hub id, or a name: "auto" (the default) gives the shipped trained weights
+    when `base` is the embedded SmolLM2 and untrained copies for any other base (no weights exist for
+    it here); "embedded" the shipped weights (an error on another base); "untrained" or None the copies.
+    """
+    if weights is None:
+        return None
+    name = os.fspath(weights).strip().lower()
+    if name == UNTRAINED_MEMORY:
+        return None
+    if name == AUTO_MEMORY:
+        if is_embedded_lm(base):
+            return shipped_memory_weights()
+        logger.info("no trained memory weights are known for %s: its memory projections are untrained copies of "
+                    "the base model's (pass memory_weights= a folder or hub id of trained ones)", base)
+        return None
+    if name == SHIPPED_MEMORY:
+        if not is_embedded_lm(base):
+            raise ValueError(f"memory_weights={SHIPPED_MEMORY!r} are trained for the embedded SmolLM2-135M-Instruct, "
+                             f"not for {base!r}; pass that base's own memory weights, or {UNTRAINED_MEMORY!r}")
+        return shipped_memory_weights()
+    return resolve_memory_weights(weights)
+
+
+def memory_weights_are_untrained(base: str | os.PathLike[str] | None,
+                                 weights: str | os.PathLike[str] | None) -> bool:
+    """Whether `weights` on `base` mean untrained copies of the base model's projections (nothing is loaded)."""
+    if weights is None:
+        return True
+    name = os.fspath(weights).strip().lower()
+    return name == UNTRAINED_MEMORY or (name == AUTO_MEMORY and not is_embedded_lm(base))
+
+
+def describe_memory_weights(base: str | os.PathLike[str] | None, weights: str | os.PathLike[str] | None) -> str:
+    """What `weights` on `base` load, in words: "untrained", "embedded (shipped, trained)", or the folder/hub id."""
+    if memory_weights_are_untrained(base, weights):
+        return UNTRAINED_MEMORY
+    name = os.fspath(weights).strip().lower()
+    if name in (AUTO_MEMORY, SHIPPED_MEMORY):
+        return f"{SHIPPED_MEMORY} (shipped, trained)"
+    return os.fspath(weights)
+
+
 def resolve_memory_weights(path_or_id: str | os.PathLike[str]) -> Path:
     """The local folder of memory weights: a folder as given, or a hub id downloaded into the hub's cache.
 
@@ -300,6 +365,8 @@ def resolve_memory_weights(path_or_id: str | os.PathLike[str]) -> Path:
 def is_memory_weights_id(text: str | os.PathLike[str]) -> bool:
     """Whether `text` names memory weights on the hub (`owner/name[@revision]`) rather than a local folder."""
     value = os.fspath(text)
+    if is_memory_weights_name(value):
+        return False
     repo_id, _, _revision = value.partition("@")
     return not os.path.exists(os.path.expanduser(value)) and "/" in repo_id and bool(_HUB_ID.match(repo_id))
 

@@ -54,14 +54,33 @@ def load_checkpoint_model(checkpoint: str | os.PathLike[str], base: str | None =
     """A `MemoryModel`: `base` (default: the recorded one) with the checkpoint's memory weights, loaded
     where `placement` says (default: CUDA when present, else CPU, in the checkpoint's dtype)."""
     from memorag.memory import MemoryModel
+    from memorag.models import is_memory_weights_name
 
     placement = placement or Placement.resolve()
+    if is_memory_weights_name(checkpoint):  # "embedded" (the shipped weights), "untrained", "auto"
+        return MemoryModel.from_pretrained(base, memory_weights=checkpoint, **placement.lm_kwargs())
     return MemoryModel.from_pretrained(base or recorded_base(checkpoint), memory_weights=checkpoint,
                                        **placement.lm_kwargs())
 
 
-def read_data(path: str | os.PathLike[str]) -> list[EvalExample] | CorpusTask:
-    """EvalExample JSON lines (a file), or a saved shared-corpus task (a folder)."""
+HOTPOTQA_HELD_OUT = "hotpotqa:"  # `hotpotqa:TOKENS`: held-out HotpotQA questions built at that length
+
+
+def read_data(path: str | os.PathLike[str], tokenizer: Any = None,
+              num_examples: int | None = None) -> list[EvalExample] | CorpusTask:
+    """EvalExample JSON lines (a file), a saved shared-corpus task (a folder), or `hotpotqa:TOKENS`:
+    `num_examples` (default 50) HotpotQA questions from the held-out rows (5,000 and above, the
+    evaluation pool), each in a context of TOKENS tokens of `tokenizer` (its gold paragraphs among
+    distractors, as the harness builds them)."""
+    text = os.fspath(path)
+    if text.startswith(HOTPOTQA_HELD_OUT):
+        from memorag.evaluation.tasks.hotpotqa import hotpotqa_long_context
+
+        length = text.removeprefix(HOTPOTQA_HELD_OUT)
+        if not length.isdigit() or int(length) < 512:
+            raise ValueError(f"--data {text!r}: give the context length in tokens, e.g. hotpotqa:4096")
+        return hotpotqa_long_context(num_questions=num_examples or 50, target_tokens=int(length),
+                                     tokenizer=tokenizer, split="eval")
     return load_corpus_task(path) if Path(path).is_dir() else read_examples(path)
 
 
@@ -151,7 +170,7 @@ def run_clue_recall(checkpoint: str | os.PathLike[str], data_path: str | os.Path
     if embedder is None and pipeline.retriever != "bm25":
         loader = MemoRAG(pipeline, memory_model=model)
         embedder, embedder_name = loader.embedder, loader.embedder_name
-    data = limit(read_data(data_path), num_examples)
+    data = limit(read_data(data_path, model.tokenizer, num_examples), num_examples)
     records = clue_recall(
         data, lambda: MemoRAG(pipeline, memory_model=model, embedder=embedder, embedder_name=embedder_name),
         k=k, coverage=coverage, memorize=memorize, progress=progress,

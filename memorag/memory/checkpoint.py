@@ -41,7 +41,10 @@ def _base_identity(model: MemoryModel) -> dict:
                                             "num_key_value_heads", "head_dim")}
 
 
-def save_memory_weights(model: MemoryModel, directory: str | Path) -> Path:
+def save_memory_weights(model: MemoryModel, directory: str | Path, inference_ratio: int | None = None) -> Path:
+    """Write the memory parameters and their settings; the settings recorded are the ones to memorize with
+    (`MemoryConfig.for_inference`: one stated ratio), and those trained with when they differ."""
+    inference = model.config.for_inference(inference_ratio)
     tensors = {name: p.detach().to("cpu").contiguous() for name, p in model.memory_parameters().items()}
     with atomic_directory(directory, replaceable=lambda d: is_saved(d, CONFIG, FORMAT)) as staging:
         save_file(tensors, str(staging / WEIGHTS))
@@ -49,11 +52,13 @@ def save_memory_weights(model: MemoryModel, directory: str | Path) -> Path:
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "layout": LAYOUT,
-            "memory_config": model.config.to_dict(),
+            "memory_config": inference.to_dict(),
             "projections": describe_projections(model),  # full, or low-rank (memorag/memory/lowrank.py)
             "base": _base_identity(model),
             "weights_sha256": sha256_file(staging / WEIGHTS),
         }
+        if inference != model.config:
+            document["trained_memory_config"] = model.config.to_dict()
         (staging / CONFIG).write_text(json.dumps(document, indent=2, sort_keys=True))
     return Path(directory)
 

@@ -83,6 +83,14 @@ class MemoryConfig:
     def trains_output_projection(self) -> bool:
         return self.memory_params == "qkvo"
 
+    def for_inference(self, ratio: int | None = None) -> MemoryConfig:
+        """These settings as saved weights memorize with: at `ratio` when given; a `step-random` mix
+        (a training device) at its largest ratio; `fixed` and `adaptive` as they are."""
+        if ratio is None and self.ratio_mix != "step-random":
+            return self
+        chosen = max(self.ratios) if ratio is None else ratio
+        return MemoryConfig.from_dict({**self.to_dict(), "ratios": [chosen], "ratio_mix": "fixed"})
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -80,14 +80,18 @@ class MemoryModel(nn.Module):
     def from_pretrained(
         cls,
         base: str | None = None,
-        memory_weights: str | Path | None = None,
+        memory_weights: str | Path | None = "auto",
         config: MemoryConfig | None = None,
         **load_kwargs,
     ) -> MemoryModel:
         """Load a base causal LM (hub id, local directory, or the embedded default) and patch it.
 
-        `memory_weights` is a directory written by `save_memory_weights`; its config is
-        used unless `config` is given (e.g. stage-2 ratios over stage-1 weights), which
+        `memory_weights` is a directory written by `save_memory_weights`, a hub id of one, or
+        a name (`memorag.models.memory_weights_for`): "auto", the default, loads the trained
+        weights shipped for the embedded SmolLM2 when `base` is the embedded model and
+        leaves any other base's memory projections as untrained copies of its own;
+        "embedded" asks for the shipped weights; "untrained" (or None) for the copies. The
+        weights' config is used unless `config` is given (e.g. stage-2 ratios over stage-1 weights), which
         must then have the same `memory_params` (the shapes of the weights).
 
         A released memory-model checkpoint (a folder or hub id whose config carries
@@ -99,7 +103,7 @@ class MemoryModel(nn.Module):
         """
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from memorag.models import resolve_lm, resolve_memory_weights
+        from memorag.models import memory_weights_for, resolve_lm
 
         from .checkpoint import load_memory_weights, read_memory_weights_config
         from .released import (
@@ -114,7 +118,7 @@ class MemoryModel(nn.Module):
         base_config = AutoConfig.from_pretrained(path, trust_remote_code=False)
         released = is_released_config(base_config)
         if released:
-            if memory_weights is not None:
+            if memory_weights is not None and str(memory_weights).strip().lower() != "auto":
                 raise ValueError(
                     f"{name} is a released memory-model checkpoint that carries its own memory weights; "
                     "do not pass memory_weights with it"
@@ -126,8 +130,9 @@ class MemoryModel(nn.Module):
                     "memory projections; pass config=None to use its own settings"
                 )
             config = config or trained
-        elif memory_weights is not None:
-            memory_weights = resolve_memory_weights(memory_weights)  # a local folder, or a hub id downloaded
+        else:
+            memory_weights = memory_weights_for(base, memory_weights)  # a local folder (a hub id downloaded), or None
+        if not released and memory_weights is not None:
             saved = read_memory_weights_config(memory_weights)
             if config is not None and config.memory_params != saved.memory_params:
                 raise ValueError(
@@ -250,10 +255,12 @@ class MemoryModel(nn.Module):
             "layout": LAYOUT,
         }
 
-    def save_memory_weights(self, directory: str | Path) -> Path:
+    def save_memory_weights(self, directory: str | Path, inference_ratio: int | None = None) -> Path:
+        """The memory weights in `directory`; `inference_ratio` is the ratio they memorize at once loaded
+        (default: the one ratio trained, or the largest of a step-random mix)."""
         from .checkpoint import save_memory_weights
 
-        return save_memory_weights(self, directory)
+        return save_memory_weights(self, directory, inference_ratio)
 
     # -- positions and ratios ----------------------------------------------------------------
     def _rotate(self, keys: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:

@@ -163,7 +163,13 @@ class MemoRAG:
 
         Resolves names only (cheap); nothing is loaded.
         """
-        from memorag.models import is_memory_weights_id, resolve_embedder, resolve_lm
+        from memorag.models import (
+            is_memory_weights_id,
+            is_memory_weights_name,
+            memory_weights_for,
+            resolve_embedder,
+            resolve_lm,
+        )
 
         if self._memory_model is None or self._embedder is None or self._generator is None:
             _ = self.placement  # a device or a quantization this machine cannot give fails here
@@ -172,7 +178,9 @@ class MemoRAG:
         if self._embedder is None and self.config.retriever != "bm25":
             resolve_embedder(self.config.embedder)
         weights = self.config.memory_weights
-        if weights is not None and self._memory_model is None and not is_memory_weights_id(weights):
+        if is_memory_weights_name(weights) and self._memory_model is None:
+            memory_weights_for(self.config.memory_model, weights)  # shipped weights missing or corrupt fail here
+        elif weights is not None and self._memory_model is None and not is_memory_weights_id(weights):
             if not Path(weights).is_dir():
                 raise FileNotFoundError(f"memory weights {weights} not found (expected a folder or a hub id)")
 

@@ -28,7 +28,7 @@ from memorag.config import config_from_dict, config_to_dict
 from memorag.io import atomic_directory, atomic_write_text, is_saved, read_json_manifest, sha256_file
 from memorag.locking import save_lock
 from memorag.memory.config import MemoryConfig
-from memorag.models import is_memory_weights_id
+from memorag.models import is_memory_weights_id, is_memory_weights_name
 from memorag.pipeline.helpers import document_sha256, label_embedder, label_lm, split_model_args
 from memorag.pipeline.types import (
     IDENTITY_KEYS,
@@ -179,7 +179,8 @@ def load_pipeline(
     settings["memory"] = None if saved.memory is None else saved.memory.to_dict()
     settings.update({key: value for key, value in overrides.items() if key not in IDENTITY_KEYS or value is not None})
     if saved.memory_weights and overrides.get("memory_weights") is None and memory_model is None:
-        if not Path(saved.memory_weights).exists() and not is_memory_weights_id(saved.memory_weights):
+        if (not Path(saved.memory_weights).exists() and not is_memory_weights_id(saved.memory_weights)
+                and not is_memory_weights_name(saved.memory_weights)):
             raise ManifestMismatchError(
                 f"{root} was memorized with the memory weights in {saved.memory_weights}, which are no longer "
                 "there; pass memory_weights (--memory-weights) with their new place"

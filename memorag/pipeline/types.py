@@ -23,7 +23,7 @@ from memorag.errors import (
     UnsupportedTaskError,
 )
 from memorag.memory.config import MemoryConfig
-from memorag.models import is_memory_weights_id
+from memorag.models import AUTO_MEMORY, is_memory_weights_id, is_memory_weights_name
 from memorag.modes.cic import CiCSettings
 from memorag.modes.dos import DOSSettings
 from memorag.modes.hyde import HyDESettings
@@ -63,7 +63,9 @@ class PipelineConfig:
 
     # models and the shape of what is stored (recorded in a save; a mismatch is refused)
     memory_model: str | None = None  # None: the embedded SmolLM2-135M-Instruct
-    memory_weights: str | None = None  # a folder of trained memory weights; None: untrained (base copies)
+    # trained memory weights: a folder, a hub id, or "auto" (the shipped trained weights for the embedded
+    # SmolLM2, untrained copies for another base), "embedded" (the shipped ones), "untrained" (or None)
+    memory_weights: str | None = AUTO_MEMORY
     memory: MemoryConfig | None = None  # None: the memory weights' own config, else MemoryConfig()
     embedder: str | None = None  # None: the embedded all-MiniLM-L6-v2
     retriever: Literal["dense", "bm25", "hybrid"] = "dense"
@@ -164,7 +166,9 @@ class PipelineConfig:
             raise ConfigError(f"max_retries={self.max_retries} must be 0 or more (0: no retries)")
         if self.generator_window is not None and self.generator_window < 1:
             raise ConfigError(f"generator_window={self.generator_window} must be at least 1 (or None: the model's)")
-        if self.memory_weights is not None and not is_memory_weights_id(self.memory_weights):
+        if is_memory_weights_name(self.memory_weights):
+            self.memory_weights = str(self.memory_weights).strip().lower()
+        elif self.memory_weights is not None and not is_memory_weights_id(self.memory_weights):
             self.memory_weights = os.path.abspath(os.path.expanduser(str(self.memory_weights)))
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memorag.memtrim import release_memory
+from memorag.models import describe_memory_weights
 from memorag.pipeline import (
     Answer,
     Evidence,
@@ -85,7 +86,7 @@ class CorpusStore:
         config = self._models.config
         return {
             "memory_model": str(config.memory_model or "embedded"),
-            "memory_weights": str(config.memory_weights or "untrained"),
+            "memory_weights": describe_memory_weights(config.memory_model, config.memory_weights),
             "embedder": self._models.embedder_name if config.retriever != "bm25" else "none (bm25)",
             "retriever": config.retriever,
             "generator": str(config.generator or "the memory model's base"),

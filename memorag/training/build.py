@@ -90,7 +90,7 @@ def build_model(
     else:
         if model.tokenizer is not None:
             raise ValueError("model.tokenizer applies to random bases only; a pretrained base uses its own tokenizer")
-        built = MemoryModel.from_pretrained(model.base, config=memory, dtype=dtype)
+        built = MemoryModel.from_pretrained(model.base, memory_weights=None, config=memory, dtype=dtype)
         check_architecture(model, built.base_model.config)
         if device is not None:
             built.to(device)
@@ -100,9 +100,11 @@ def build_model(
         apply_lowrank(built, model.memory_rank, model.memory_alpha)
     if model.memory_weights is not None and str(device) != "meta":
         from memorag.memory.checkpoint import load_memory_weights
-        from memorag.models import resolve_memory_weights
+        from memorag.models import memory_weights_for
 
-        load_memory_weights(built, resolve_memory_weights(model.memory_weights))
+        folder = memory_weights_for(model.base, model.memory_weights)  # also "embedded": the shipped weights
+        if folder is not None:
+            load_memory_weights(built, folder)
     for parameter in built.memory_parameters().values():
         parameter.data = parameter.data.float()
     return built.eval()

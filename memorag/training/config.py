@@ -171,6 +171,9 @@ class CheckpointSection:
     A training process also stops cleanly (checkpoint, exit 0) on SIGUSR1/SIGTERM or
     when the file `output_dir/stop_file` appears (the SLURM scripts use it); the stop
     file is removed once honoured.
+    `inference_ratio`: the ratio saved memory weights memorize at once loaded for inference
+    (null: the one ratio trained, or the largest of a `step-random` mix); recorded in their
+    `memory_config.json` beside the settings trained with.
     """
 
     output_dir: str = "runs/memorag"
@@ -178,6 +181,7 @@ class CheckpointSection:
     keep_last: int = 3
     resume: str = "auto"
     stop_file: str = "STOP"
+    inference_ratio: int | None = None
 
     def __post_init__(self) -> None:
         if self.every_steps < 1:
@@ -279,6 +283,10 @@ class TrainConfig:
                 f"memory.ratios={self.memory.ratios} with ratio_mix={self.memory.ratio_mix!r}: training draws "
                 "each window's ratio from the list, so set memory.ratio_mix=step-random (or give one ratio)"
             )
+        inference = self.checkpoint.inference_ratio
+        if inference is not None and (inference < 1 or self.memory.window % inference):
+            raise ValueError(f"checkpoint.inference_ratio={inference} must be a positive ratio that divides "
+                             f"memory.window={self.memory.window} (e.g. one of memory.ratios)")
         bad = [r for r in self.eval.ratios if self.memory.window % r]
         if bad:
             raise ValueError(f"eval.ratios {bad} do not divide memory.window={self.memory.window}")

@@ -15,12 +15,18 @@ weights load with `MemoryModel.from_pretrained(base, memory_weights="you/name")`
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
+from safetensors.torch import load_file, save_file
 
-from memorag.memory.checkpoint import CONFIG, WEIGHTS
+from memorag.io import atomic_directory, is_saved, sha256_file
+from memorag.memory.checkpoint import CONFIG, FORMAT, WEIGHTS
 from memorag.models import verify_memory_weights
 
 from .checkpoint import TRAIN_CONFIG
@@ -55,7 +61,7 @@ The weights are downloaded once into the hub cache and checked against the hash 
 | window | ratios | ratio mix | attention | memory parameters | memory embedding starts from |
 |---:|---|---|---|---|---|
 | {window} | {ratios} | {ratio_mix} | {attention} | {memory_params} | the {embed_init} token |
-
+{trained_with}
 Base model shape the weights were made for: {base_shape}. Loading them into another
 base model is refused.
 
@@ -92,6 +98,15 @@ def _front_matter(base: str, license_id: str | None) -> str:
     if license_id:
         lines.append(f"license: {license_id}")
     return "\n".join(lines) + "\n"
+
+
+def _trained_with(manifest: dict[str, Any]) -> str:
+    trained = manifest.get("trained_memory_config")
+    if not trained:
+        return ""
+    ratios = ", ".join(str(r) for r in trained.get("ratios", []))
+    return (f"\nThe weights memorize at the ratio above; they were trained with ratios {ratios} "
+            f"({trained.get('ratio_mix')} mix). Another ratio can be asked for with a `MemoryConfig`.\n")
 
 
 def _training_section(folder: Path) -> str:
@@ -134,7 +149,16 @@ def _evaluation_section(report: dict[str, Any] | None) -> str:
         perplexity = score.get("perplexity")
         shown = f"{perplexity:.3f}" if isinstance(perplexity, int | float) else f"n/a ({score.get('note', '')})"
         rows.append(f"| {name} | {score.get('tokens')} | {shown} |")
-    return header + "\n\n| condition | scored tokens | perplexity |\n|---|---:|---:|\n" + "\n".join(rows)
+    table = header + "\n\n| condition | scored tokens | perplexity |\n|---|---:|---:|\n" + "\n".join(rows)
+    gains = report.get("context_gain") or {}
+    if gains:
+        lines = [f"| {ratio} | {gain['share']:.1%} | {gain['low']:.1%} .. {gain['high']:.1%} |"
+                 for ratio, gain in gains.items()]
+        table += ("\n\nContext gain: (memory of another text - own memory) / (no memory - full context) in mean "
+                  "NLL, the share of the window-to-full-context gap closed by what the memory holds, with a 95% "
+                  "bootstrap interval over sequences:\n\n| ratio | context gain | 95% interval |\n|---|---:|---|\n"
+                  + "\n".join(lines))
+    return table
 
 
 def model_card(folder: str | Path, repo_id: str, eval_report: dict[str, Any] | None = None,
@@ -159,6 +183,7 @@ def model_card(folder: str | Path, repo_id: str, eval_report: dict[str, Any] | N
         attention=memory.get("attention"),
         memory_params=memory.get("memory_params"),
         embed_init=memory.get("embed_init"),
+        trained_with=_trained_with(manifest),
         base_shape=(f"{base['model_type']}, {base['num_layers']} layers, hidden size {base['hidden_size']}, "
                     f"{base['num_key_value_heads']} key-value heads of dimension {base['head_dim']}"),
         training=_training_section(root),
@@ -189,3 +214,57 @@ def publish_memory_weights(folder: str | Path, repo_id: str, api=None, private: 
     commit = api.create_commit(repo_id, operations=operations, repo_type="model",
                                commit_message=commit_message or f"Memory weights from {root.name}")
     return str(getattr(commit, "commit_url", commit))
+
+
+def _store_as(folder: Path, dtype: torch.dtype) -> None:
+    """Rewrite the weights of a memory-weights folder in `dtype`, with the manifest's hash and dtype."""
+    tensors = {key: value.to(dtype).contiguous() for key, value in load_file(str(folder / WEIGHTS)).items()}
+    save_file(tensors, str(folder / WEIGHTS))
+    manifest = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    manifest["weights_sha256"] = sha256_file(folder / WEIGHTS)
+    manifest["weights_dtype"] = str(dtype).removeprefix("torch.")
+    (folder / CONFIG).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
+def ship_memory_weights(folder: str | Path, target: str | Path, runs: Sequence[str | Path] = (),
+                        eval_files: Sequence[str | Path] = (), name: str | None = None,
+                        dtype: str | None = None) -> Path:
+    """Write `target` (atomically): the memory weights of `folder` with what reproduces and judges them.
+
+    `target` gets `memory_config.json` and `memory_weights.safetensors` (verified first), the
+    `train_config.yaml` saved beside them, `training_runs/RUN/{train_config.yaml,train_log.jsonl}` of each
+    training run folder in `runs` (stage order), `eval/` with each of `eval_files`, and `README.md`,
+    the model card (its evaluation from the first of `eval_files` that is a held-out report). This
+    is how the weights shipped in `memorag/weights/` are made (README "The shipped memory").
+    `dtype` (e.g. "bfloat16") stores the weights in that precision (half the size of float32;
+    loading casts them back to the memory parameters' dtype); the manifest's hash follows.
+    """
+    root = Path(folder)
+    verify_memory_weights(root)
+    reports = [json.loads(Path(path).read_text(encoding="utf-8")) for path in eval_files]
+    heldout = next((report for report in reports if isinstance(report, dict) and "conditions" in report), None)
+    card = model_card(root, name or Path(target).name, eval_report=heldout)
+    for run in runs:
+        if not (Path(run) / "train_log.jsonl").is_file():
+            raise FileNotFoundError(f"{run} holds no train_log.jsonl: pass the training run's output folder")
+    with atomic_directory(target, replaceable=lambda d: is_saved(d, CONFIG, FORMAT)) as staging:
+        for file in (CONFIG, WEIGHTS, TRAIN_CONFIG):
+            if (root / file).is_file():
+                shutil.copyfile(root / file, staging / file)
+        if dtype is not None:
+            _store_as(staging, getattr(torch, dtype))
+        for run in runs:
+            where = staging / "training_runs" / Path(run).resolve().name
+            where.mkdir(parents=True)
+            for file in (TRAIN_CONFIG, "train_log.jsonl"):
+                if (Path(run) / file).is_file():
+                    shutil.copyfile(Path(run) / file, where / file)
+        if eval_files:
+            (staging / "eval").mkdir()
+            for path in eval_files:
+                shutil.copyfile(path, staging / "eval" / Path(path).name)
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        for path in [staging, *staging.rglob("*")]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    verify_memory_weights(target)
+    return Path(target)

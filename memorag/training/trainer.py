@@ -371,7 +371,7 @@ class Trainer:
         staging = ckpt.staging_dir(self.output_dir, self.step)
         with full_memory_parameters(acc, self.model) as model:
             if acc.is_main_process:
-                model.save_memory_weights(staging)  # creates the staging folder
+                model.save_memory_weights(staging, self.cfg.checkpoint.inference_ratio)  # creates the staging folder
         acc.wait_for_everyone()
         save_optimizer(acc, self.model, self.optimizer, self.scheduler, staging)
         ckpt.save_rng(staging, self.rank)
@@ -410,7 +410,7 @@ class Trainer:
         final = self.output_dir / FINAL_DIR
         with full_memory_parameters(acc, self.model) as model:
             if acc.is_main_process:
-                model.save_memory_weights(final)
+                model.save_memory_weights(final, self.cfg.checkpoint.inference_ratio)
                 save_config(self.cfg, final / ckpt.TRAIN_CONFIG)
                 os.chmod(final, 0o755)
         acc.wait_for_everyone()

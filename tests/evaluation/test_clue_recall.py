@@ -61,3 +61,12 @@ def test_clues_and_recalls_per_example(checkpoint, tmp_path, data_files):
                                      pipeline=PipelineConfig(**settings), embedder=FakeHashEmbedder(),
                                      progress=False)
     assert corpus_summary["n"] == 1 and corpus_summary["doc_recall_n"] == 1
+
+
+def test_held_out_hotpotqa_data_come_from_rows_5000_and_above():
+    from memorag.evaluation.clue_recall import read_data
+
+    examples = read_data("hotpotqa:1024", tokenizer=None, num_examples=3)
+    assert len(examples) == 3 and all(example.meta["row"] >= 5000 for example in examples)
+    with pytest.raises(ValueError, match="hotpotqa:4096"):
+        read_data("hotpotqa:many")

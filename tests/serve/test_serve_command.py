@@ -51,7 +51,7 @@ def test_serve_answers_a_real_http_client_with_the_embedded_models(tmp_path):
                 break
             except httpx.TransportError:
                 time.sleep(0.5)
-        assert health["status"] == "ok" and health["models"]["memory_weights"] == "untrained"
+        assert health["status"] == "ok" and health["models"]["memory_weights"] == "embedded (shipped, trained)"
 
         text = EXAMPLE.read_text(encoding="utf-8")
         ruth = text[: text.index("Chapter 2")]  # the first chapter of Ruth, about 800 tokens

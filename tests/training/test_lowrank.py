@@ -156,7 +156,7 @@ def test_families_with_biases_and_norms_reload_the_same(family, tmp_path):
 
 @pytest.mark.slow
 def test_lowrank_weights_of_the_embedded_model_load_through_from_pretrained(tmp_path):
-    model = apply_lowrank(MemoryModel.from_pretrained(config=MemoryConfig(window=64, ratios=[4])), rank=2)
+    model = apply_lowrank(MemoryModel.from_pretrained(memory_weights="untrained", config=MemoryConfig(window=64, ratios=[4])), rank=2)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, param in model.memory_parameters().items():

@@ -13,6 +13,7 @@ import yaml
 
 from memorag.config import load_config, save_config
 from memorag.memory.checkpoint import CONFIG, WEIGHTS, MemoryWeightsError
+from memorag.models import verify_memory_weights
 from memorag.training.build import build_model
 from memorag.training.checkpoint import TRAIN_CONFIG
 from memorag.training.config import TrainConfig
@@ -58,7 +59,8 @@ def test_the_card_is_filled_from_the_folder(sft_weights):
     manifest = json.loads((sft_weights / CONFIG).read_text())
     assert f"sha256 `{manifest['weights_sha256']}`" in body
     assert 'MemoryModel.from_pretrained("random:llama", memory_weights="team/debug-memory")' in body
-    assert "| 64 | 2, 4, 8 | step-random | full-coverage | qkv | the eos token |" in body
+    assert "| 64 | 8 | fixed | full-coverage | qkv | the eos token |" in body  # the ratio it memorizes at
+    assert "trained with ratios 2, 4, 8 (step-random mix)" in body
     assert "| stage | stage 2 (clue fine-tuning" in body and "| data files | `sft_debug.jsonl` |" in body
     assert "| sequence length | at most 2048 tokens |" in body and "lr 0.003" in body
     assert "| memory r=4 | 3060 | 21.250 |" in body and "| full context | 0 | n/a (too long) |" in body
@@ -117,3 +119,35 @@ def test_the_script_writes_the_card_only(sft_weights, tmp_path):
     helped = subprocess.run([sys.executable, "train/publish.py", "--help"], cwd=ROOT, env=_checkout_env(),
                             capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and "--card-only" in helped.stdout
+
+
+def test_a_local_folder_holds_weights_card_runs_and_evaluations(sft_weights, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_log.jsonl").write_text('{"event": "train", "step": 5}\n')
+    (run / TRAIN_CONFIG).write_text((sft_weights / TRAIN_CONFIG).read_text())
+    report = tmp_path / "step-40.json"
+    report.write_text(json.dumps({**REPORT, "context_gain": {"r=4": {"share": 0.12, "low": 0.05, "high": 0.2}}}))
+    target = tmp_path / "shipped" / "memory-debug"
+    done = subprocess.run([sys.executable, "train/publish.py", "--weights", str(sft_weights), "--to-folder",
+                           str(target), "--run", str(run), "--eval", str(report)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert names == sorted(["README.md", CONFIG, WEIGHTS, "eval/step-40.json", "training_runs/run/train_config.yaml",
+                            "training_runs/run/train_log.jsonl", TRAIN_CONFIG])
+    assert (target / WEIGHTS).read_bytes() == (sft_weights / WEIGHTS).read_bytes()
+    assert "| r=4 | 12.0% | 5.0% .. 20.0% |" in (target / "README.md").read_text()
+    halved = subprocess.run([sys.executable, "train/publish.py", "--weights", str(sft_weights), "--to-folder",
+                             str(tmp_path / "bf16"), "--dtype", "bfloat16"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert halved.returncode == 0, halved.stderr[-2000:]
+    verify_memory_weights(tmp_path / "bf16")  # the manifest's hash follows the rewritten weights
+    assert json.loads((tmp_path / "bf16" / CONFIG).read_text())["weights_dtype"] == "bfloat16"
+    assert (tmp_path / "bf16" / WEIGHTS).stat().st_size < (sft_weights / WEIGHTS).stat().st_size
+    (tmp_path / "norun").mkdir()
+    refused = subprocess.run([sys.executable, "train/publish.py", "--weights", str(sft_weights), "--to-folder",
+                              str(tmp_path / "other"), "--run", str(tmp_path / "norun")], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "holds no train_log.jsonl" in refused.stderr
+    assert not (tmp_path / "other").exists()

@@ -82,8 +82,9 @@ def test_a_checkpoint_holds_the_memory_parameters_and_reloads_the_trained_model(
     assert sum(t.numel() for t in saved.values()) == sum(p.numel() for p in trained.memory_parameters().values())
     assert {"train_config.yaml", "trainer_state.json", "data_state.json", "optimizer.pt", "rng_state_0.pt"} <= {
         p.name for p in folder.iterdir()}
-    reloaded = MemoryModel.from_pretrained(str(base_dir), memory_weights=folder)
-    fresh = MemoryModel.from_pretrained(str(base_dir), config=cfg.memory)
+    assert MemoryModel.from_pretrained(str(base_dir), memory_weights=folder).config.ratios == [4]  # one stated ratio
+    reloaded = MemoryModel.from_pretrained(str(base_dir), memory_weights=folder, config=cfg.memory)
+    fresh = MemoryModel.from_pretrained(str(base_dir), memory_weights=None, config=cfg.memory)
     ids = random_ids(70)
     with torch.no_grad():
         expected = trained(ids, return_logits=True).logits
