@@ -25,8 +25,8 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
+from memorag.embedded import memory_weights_are_untrained
 from memorag.errors import CliInputError, is_usage_error
-from memorag.models import memory_weights_are_untrained
 from memorag.placement import add_placement_arguments, placement_overrides
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
