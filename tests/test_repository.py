@@ -1,5 +1,6 @@
 """Checks over the repository's own files: scripts find the package the way a checkout installs it,
-and every repository path the code and docs cite exists."""
+and every repository path and every name of the package (a module, or a name a module
+defines) that the code and docs cite exists."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def test_scripts_neither_edit_sys_path_nor_import_other_script_folders():
 
 
 # Folders whose paths, when cited in a .py, .md or .yaml file, must exist in the checkout.
-CITED_FOLDERS = ("docs", "tests", "benchmarks", "configs", "examples", "slurm")
+CITED_FOLDERS = ("docs", "tests", "benchmarks", "configs", "examples", "slurm", "memorag")
 _CITED = re.compile(r"(?<![\w./-])((?:" + "|".join(CITED_FOLDERS) + r")/[\w./*-]*)")
 # Placeholders in a cited path (`memorize-HOST.json`, `step-N.json`): a pattern, not a file.
 _PLACEHOLDER = re.compile(r"(?<![A-Za-z])(HOST|N|STEP|NAME|RANK)(?![A-Za-z])")
@@ -107,3 +108,86 @@ def test_every_cited_repository_path_exists():
     assert not problems, "paths cited but not in the repository:\n" + "\n".join(problems)
     for path, writer in WRITTEN_BY_RUNS.items():  # the exemption stays tied to a script that writes it
         assert path in (ROOT / writer.split()[0]).read_text(encoding="utf-8"), (path, writer)
+
+
+# Dotted names of the package (`memorag.memory.weights.memory_weights_for`), cited in the same files:
+# the module must exist and define the name that follows it (attributes further on are not checked).
+# A quoted one is a value (a logger's name, a metadata key), not a citation.
+PACKAGE = "memorag"
+_MODULE_CITED = re.compile(r"(?<![\w.'\"/-])(" + PACKAGE + r"(?:\.[A-Za-z_]\w*)+)")
+
+
+def cited_modules(text: str) -> list[tuple[int, str]]:
+    """(line, dotted name) of each package name cited in `text`."""
+    return [(number, match.group(1)) for number, line in enumerate(text.splitlines(), start=1)
+            for match in _MODULE_CITED.finditer(line)]
+
+
+def _module_file(root: Path, parts: list[str]) -> Path | None:
+    path = root.joinpath(*parts)
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _defined_names(module: Path) -> set[str]:
+    """The names a module defines at its top level (also inside `if`/`try`), and, when it serves
+    names on first use (a module `__getattr__`), the strings it holds."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    statements = list(tree.body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            statements += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                           *(item for handler in getattr(node, "handlers", []) for item in handler.body)]
+    if "__getattr__" in names:
+        names |= {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    return names
+
+
+def dangling_module(root: Path, dotted: str) -> bool:
+    """Whether no module of `dotted`'s leading parts exists, or the one that does lacks the next name."""
+    parts = dotted.split(".")
+    for length in range(len(parts), 0, -1):
+        module = _module_file(root, parts[:length])
+        if module is not None:
+            break
+    else:
+        return True
+    if length == len(parts):
+        return False
+    name = parts[length]
+    return not (name.startswith("__") and name.endswith("__")) and name not in _defined_names(module)
+
+
+def test_the_module_check_finds_a_dangling_name(tmp_path):
+    package = tmp_path / PACKAGE
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("def __getattr__(name):\n    return {'Lazy': 1}[name]\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "real.py").write_text("try:\n    import json as codec\nexcept ImportError:\n    codec = None\n"
+                                              "LIMIT: int = 3\n\nclass Thing:\n    size = 1\n")
+    p = PACKAGE  # spelled indirectly, so that this file cites nothing itself
+    text = (f"`{p}.sub.real.Thing.size`, {p}.sub.real.codec and {p}.sub.real.LIMIT;\n"
+            f"{p}.sub.gone, {p}.sub.real.Missing, {p}.Lazy, {p}.__path__, and '{p}.a_value' (quoted)")
+    cited = cited_modules(text)
+    assert [name for _, name in cited] == [f"{p}.sub.real.Thing.size", f"{p}.sub.real.codec", f"{p}.sub.real.LIMIT",
+                                           f"{p}.sub.gone", f"{p}.sub.real.Missing", f"{p}.Lazy", f"{p}.__path__"]
+    assert [name for _, name in cited if dangling_module(tmp_path, name)] == [f"{p}.sub.gone", f"{p}.sub.real.Missing"]
+
+
+def test_every_cited_package_name_exists():
+    files = _cited_files(ROOT)
+    problems = [f"{file.relative_to(ROOT)}:{line}: {name}"
+                for file in files for line, name in cited_modules(file.read_text(encoding="utf-8", errors="replace"))
+                if dangling_module(ROOT, name)]
+    assert not problems, "package names cited but not defined (moved or renamed?):\n" + "\n".join(problems)

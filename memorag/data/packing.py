@@ -18,12 +18,9 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .sources import Block, expand_files, hf_documents, read_blocks
-
-if TYPE_CHECKING:
-    from memorag.training.config import DataSection
 
 Tokenize = Callable[[str], list[int]]
 
@@ -34,7 +31,7 @@ class PackingSpec:
 
     The data knobs (lengths, file order, BOS/EOS, text field, read size) are declared,
     with their defaults and checks, once: in the training config's `data` section
-    (`memorag.training.config.DataSection`). `from_data` builds a spec from it.
+    (`memorag.training.config.DataSection`), whose `packing_spec` builds a spec from them.
     """
 
     min_length: int
@@ -48,17 +45,6 @@ class PackingSpec:
     sequences_per_batch: int
     seed: int
     max_epochs: int | None  # None: cycle through the data forever
-
-    @classmethod
-    def from_data(
-        cls, data: DataSection, *, sequences_per_batch: int, seed: int, max_epochs: int | None
-    ) -> PackingSpec:
-        return cls(
-            min_length=data.min_length, max_length=data.max_length, length_multiple=data.length_multiple,
-            shuffle_files=data.shuffle_files, add_bos=data.add_bos, add_eos=data.add_eos,
-            text_field=data.text_field, read_chars=data.read_chars,
-            sequences_per_batch=sequences_per_batch, seed=seed, max_epochs=max_epochs,
-        )
 
     def __post_init__(self) -> None:
         low, high = self.length_bounds

@@ -53,8 +53,8 @@ def load_checkpoint_model(checkpoint: str | os.PathLike[str], base: str | None =
                           placement: Placement | None = None):
     """A `MemoryModel`: `base` (default: the recorded one) with the checkpoint's memory weights, loaded
     where `placement` says (default: CUDA when present, else CPU, in the checkpoint's dtype)."""
+    from memorag.embedded import is_memory_weights_name
     from memorag.memory import MemoryModel
-    from memorag.models import is_memory_weights_name
 
     placement = placement or Placement.resolve()
     if is_memory_weights_name(checkpoint):  # "embedded" (the shipped weights), "untrained", "auto"

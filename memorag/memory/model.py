@@ -87,7 +87,7 @@ class MemoryModel(nn.Module):
         """Load a base causal LM (hub id, local directory, or the embedded default) and patch it.
 
         `memory_weights` is a directory written by `save_memory_weights`, a hub id of one, or
-        a name (`memorag.models.memory_weights_for`): "auto", the default, loads the trained
+        a name (`memorag.memory.weights.memory_weights_for`): "auto", the default, loads the trained
         weights shipped for the embedded SmolLM2 when `base` is the embedded model and
         leaves any other base's memory projections as untrained copies of its own;
         "embedded" asks for the shipped weights; "untrained" (or None) for the copies. The
@@ -103,7 +103,7 @@ class MemoryModel(nn.Module):
         """
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from memorag.models import memory_weights_for, resolve_lm
+        from memorag.embedded import resolve_lm
 
         from .checkpoint import load_memory_weights, read_memory_weights_config
         from .released import (
@@ -112,6 +112,7 @@ class MemoryModel(nn.Module):
             memory_config_from_released,
             released_settings,
         )
+        from .weights import memory_weights_for
 
         name = base or "embedded"
         path = resolve_lm(base)
@@ -669,6 +670,6 @@ def _quiet_unused_weights(active: bool):
 
 
 def _display_name(name: str, path: str) -> str:
-    from memorag.models import EMBEDDED_LM
+    from memorag.embedded import EMBEDDED_LM
 
     return EMBEDDED_LM if path != name and name in ("embedded", EMBEDDED_LM) else name

@@ -144,39 +144,43 @@ class CiCMode(Mode):
                                      for number, document in enumerate(ctx.documents)]
         return self._document_tokens
 
+    def _room(self, ctx: ModeContext, prompt: str) -> int | None:
+        """What `prompt` and the answer leave of the generator's window (`EvidenceStep.room_after`,
+        the one place that sum is made); negative when they do not fit, None when the window is unknown."""
+        return ctx.evidence.room_after(prompt, None, ctx.shared.answer_max_new_tokens)
+
     def _fit(self, ctx: ModeContext, suffix: str, task: str, language: str, warnings: list[str]) -> tuple[int, int | None, str]:
         """How many whole documents (from the first) the prompt holds, how many characters of
         the next one (None: none), and its prefix; see the module."""
-        ctx = ctx
         total = len(ctx.documents)
         count = total
         prefix = self.prefix(ctx, count, task, language)
-        window = ctx.generator.context_window
-        if not window:
+        room = self._room(ctx, prefix + suffix)
+        if room is None:
             return count, None, prefix
-        limit = window - ctx.shared.answer_max_new_tokens
-        used = first_used = ctx.generator.count_tokens(prefix + suffix)
-        while used > limit:
+        first_room = room
+        while room < 0:
             if count == 1:
                 count = 0
                 break
             tokens = self.document_tokens(ctx)
             freed = 0
-            while count > 1 and (freed < used - limit or freed == 0):  # drop at least one
+            while count > 1 and (freed < -room or freed == 0):  # drop at least one
                 count -= 1
                 freed += tokens[count]
             prefix = self.prefix(ctx, count, task, language)
-            used = ctx.generator.count_tokens(prefix + suffix)
+            room = self._room(ctx, prefix + suffix)
         # the estimate ignores that fewer documents also give shorter examples: add back while they fit
-        while count < total and ctx.generator.count_tokens(self.prefix(ctx, count + 1, task, language) + suffix) <= limit:
+        while count < total and self._room(ctx, self.prefix(ctx, count + 1, task, language) + suffix) >= 0:
             count += 1
         cut = None
         if count < total:
-            cut = self._cut(ctx, count, suffix, task, language, limit)
+            cut = self._cut(ctx, count, suffix, task, language)
+            window, answer = ctx.generator.context_window, ctx.shared.answer_max_new_tokens
             if count == 0 and cut is None:
                 raise PipelineError(
                     f"cic: not even {MIN_CUT_TOKENS} tokens of the first document fit the generator's window "
-                    f"({window} tokens, {ctx.shared.answer_max_new_tokens} of them for the answer) beside the "
+                    f"({window} tokens, {answer} of them for the answer) beside the "
                     "instruction, examples and query; use a generator with a larger window (generator_window), "
                     "fewer examples (cic.examples), or a retrieval mode such as ctx"
                 )
@@ -185,9 +189,10 @@ class CiCMode(Mode):
             if cut is not None:
                 document = ctx.documents[count]
                 kept += f", the first {cut} of {len(document.text)} characters of {document.id}"
+            limit = window - answer  # what the window leaves for the prompt, as the message says
             message = (
-                f"cic: the corpus prompt has {first_used} tokens but the generator's window leaves {limit} "
-                f"({window} less {ctx.shared.answer_max_new_tokens} for the answer); {kept}"
+                f"cic: the corpus prompt has {limit - first_room} tokens but the generator's window leaves {limit} "
+                f"({window} less {answer} for the answer); {kept}"
             )
             if dropped:
                 message += (f" and dropped the last {len(dropped)}: {', '.join(dropped[:5])}"
@@ -196,17 +201,16 @@ class CiCMode(Mode):
             warnings.append(message)
         return count, cut, self.prefix(ctx, count, task, language, cut)
 
-    def _cut(self, ctx: ModeContext, count: int, suffix: str, task: str, language: str, limit: int) -> int | None:
+    def _cut(self, ctx: ModeContext, count: int, suffix: str, task: str, language: str) -> int | None:
         """The most characters of document `count` (ending at a word boundary) that fit beside the
         first `count` documents, or None when fewer than `MIN_CUT_TOKENS` tokens would."""
-        generator = ctx.generator
-        if generator.count_tokens(self.prefix(ctx, count, task, language) + suffix) + MIN_CUT_TOKENS > limit:
+        if self._room(ctx, self.prefix(ctx, count, task, language) + suffix) < MIN_CUT_TOKENS:
             return None
         text = ctx.documents[count].text
 
         def fits(length: int) -> bool:
             prefix = self._build_prefix(ctx, self.documents(ctx, count, length), task, language)
-            return generator.count_tokens(prefix + suffix) <= limit
+            return self._room(ctx, prefix + suffix) >= 0
 
         low, high = 0, len(text)  # fits(low); the answer is the largest length that fits
         while low < high:

@@ -9,7 +9,8 @@ in the generator's own tokens) less the tokens kept for the reply. Everything el
   model's tokenizer; it raises `QueryTooLongError` when nothing would fit;
 - `budget` is the evidence budget (`evidence_tokens`, or a mode's own) capped by that room;
 - `fit_window` drops the lowest-scored evidence until the whole prompt fits;
-- `room_left` is what a prompt over given evidence leaves (the full mode cuts to it).
+- `room_left` is what a prompt over given evidence leaves (the full mode cuts to it);
+- the cic mode, which writes its own prompt, fits its corpus with `room_after` itself.
 
 `gather` is retrieval into a budget (every query retrieves, the lists are fused by weight
 or unioned round-robin by rank, the best chunks that fit are kept, then `fit_window`);

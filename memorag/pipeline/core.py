@@ -120,7 +120,7 @@ class MemoRAG:
         if self._tokenizer is None:
             from transformers import AutoTokenizer
 
-            from memorag.models import resolve_lm
+            from memorag.embedded import resolve_lm
 
             self._tokenizer = AutoTokenizer.from_pretrained(resolve_lm(self.config.memory_model))
         return self._tokenizer
@@ -128,7 +128,7 @@ class MemoRAG:
     @property
     def embedder(self):
         if self._embedder is None:
-            from memorag.models import resolve_embedder
+            from memorag.embedded import resolve_embedder
             from memorag.retrieval.dense import load_embedder
 
             placement = self.placement
@@ -163,13 +163,13 @@ class MemoRAG:
 
         Resolves names only (cheap); nothing is loaded.
         """
-        from memorag.models import (
+        from memorag.embedded import (
             is_memory_weights_id,
             is_memory_weights_name,
-            memory_weights_for,
             resolve_embedder,
             resolve_lm,
         )
+        from memorag.memory.weights import memory_weights_for
 
         if self._memory_model is None or self._embedder is None or self._generator is None:
             _ = self.placement  # a device or a quantization this machine cannot give fails here

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memorag.config import config_from_dict, config_to_dict
+from memorag.embedded import is_memory_weights_id, is_memory_weights_name
 from memorag.io import atomic_directory, atomic_write_text, is_saved, read_json_manifest, sha256_file
 from memorag.locking import save_lock
 from memorag.memory.config import MemoryConfig
-from memorag.models import is_memory_weights_id, is_memory_weights_name
 from memorag.pipeline.helpers import document_sha256, label_embedder, label_lm, split_model_args
 from memorag.pipeline.types import (
     IDENTITY_KEYS,

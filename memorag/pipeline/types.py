@@ -10,6 +10,7 @@ from typing import ClassVar, Literal
 from memorag import prompts
 from memorag.answer_forms import AnswerFormError, as_answer_form
 from memorag.config import ConfigError
+from memorag.embedded import AUTO_MEMORY, is_memory_weights_id, is_memory_weights_name
 from memorag.errors import (
     DocumentConflictError,
     EmptyCorpusError,
@@ -23,7 +24,6 @@ from memorag.errors import (
     UnsupportedTaskError,
 )
 from memorag.memory.config import MemoryConfig
-from memorag.models import AUTO_MEMORY, is_memory_weights_id, is_memory_weights_name
 from memorag.modes.cic import CiCSettings
 from memorag.modes.dos import DOSSettings
 from memorag.modes.hyde import HyDESettings

@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memorag.cli import is_usage_error
+from memorag.errors import is_usage_error
 from memorag.pipeline import DocumentConflictError, InputError, SaveFormatError
 from memorag.retrieval.chunking import Document
 from memorag.serve.store import CorpusNotFoundError, CorpusStore, check_name

@@ -41,7 +41,7 @@ def run_server(args: argparse.Namespace, settings: dict, info: Callable[[str], N
             f"memorag serve needs the [serve] extra ({error.name} is missing); install it with "
             "`pip install -e '.[serve]'`"
         ) from error
-    from memorag.cli import CliInputError
+    from memorag.errors import CliInputError
     from memorag.serve.app import create_app
     from memorag.serve.store import CorpusStore
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memorag.embedded import describe_memory_weights
 from memorag.memtrim import release_memory
-from memorag.models import describe_memory_weights
 from memorag.pipeline import (
     Answer,
     Evidence,

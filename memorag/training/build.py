@@ -47,7 +47,7 @@ def load_tokenizer(name: str):
         return byte_tokenizer()
     from transformers import AutoTokenizer
 
-    from memorag.models import resolve_lm
+    from memorag.embedded import resolve_lm
 
     return AutoTokenizer.from_pretrained(resolve_lm(name))
 
@@ -100,7 +100,7 @@ def build_model(
         apply_lowrank(built, model.memory_rank, model.memory_alpha)
     if model.memory_weights is not None and str(device) != "meta":
         from memorag.memory.checkpoint import load_memory_weights
-        from memorag.models import memory_weights_for
+        from memorag.memory.weights import memory_weights_for
 
         folder = memory_weights_for(model.base, model.memory_weights)  # also "embedded": the shipped weights
         if folder is not None:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from memorag.architectures import ARCHITECTURES
 from memorag.config import NAMED_ENTRIES
+from memorag.data.packing import PackingSpec
 from memorag.memory import MemoryConfig
 
 Stage = Literal["pretrain", "sft"]
@@ -123,6 +124,15 @@ class DataSection:
             raise ValueError(f"data.batch_size={self.batch_size} must be at least 1")
         if self.read_chars < 1024:
             raise ValueError(f"data.read_chars={self.read_chars} must be at least 1024")
+
+    def packing_spec(self, *, sequences_per_batch: int, seed: int, max_epochs: int | None) -> PackingSpec:
+        """How pretraining packs this data: every data knob from here, the run's batch, seed and epochs."""
+        return PackingSpec(
+            min_length=self.min_length, max_length=self.max_length, length_multiple=self.length_multiple,
+            shuffle_files=self.shuffle_files, add_bos=self.add_bos, add_eos=self.add_eos,
+            text_field=self.text_field, read_chars=self.read_chars,
+            sequences_per_batch=sequences_per_batch, seed=seed, max_epochs=max_epochs,
+        )
 
 
 @dataclass

@@ -164,13 +164,13 @@ def context_gain(own: torch.Tensor, other: torch.Tensor, alone: torch.Tensor, fu
 
 def heldout_sequences(cfg, tokenizer) -> list[list[int]]:
     """The first `eval.num_sequences` sequences of `eval.seq_length` tokens of `eval.files` (a `TrainConfig`)."""
-    from memorag.data import PackedBatches, PackingSpec
+    from memorag.data import PackedBatches
 
     ev, data = cfg.eval, cfg.data
     if not ev.files:
         raise ValueError("eval.files is empty: name the held-out text files")
     spec = replace(
-        PackingSpec.from_data(data, sequences_per_batch=1, seed=cfg.seed, max_epochs=1),
+        data.packing_spec(sequences_per_batch=1, seed=cfg.seed, max_epochs=1),
         min_length=ev.seq_length, max_length=ev.seq_length, length_multiple=1, shuffle_files=False,
     )
     tokenize = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -35,7 +35,6 @@ import torch
 from memorag.config import config_to_dict, save_config
 from memorag.data import (
     PackedBatches,
-    PackingSpec,
     SFTBatches,
     SFTSpec,
     collate_samples,
@@ -165,7 +164,7 @@ class Trainer:
                 f"data.max_length={data.max_length} is beyond the model's reach at ratio {min(cfg.memory.ratios)} "
                 f"({self.max_positions} positions, window {cfg.memory.window}); shorten the sequences"
             )
-        spec = PackingSpec.from_data(data, sequences_per_batch=per_batch, seed=cfg.seed, max_epochs=epochs)
+        spec = data.packing_spec(sequences_per_batch=per_batch, seed=cfg.seed, max_epochs=epochs)
         hf = (data.hf_dataset, data.hf_config, data.hf_split) if data.hf_dataset else None
         return PackedBatches(data.files, self._tokenize, spec, self.tokenizer.bos_token_id,
                              self.tokenizer.eos_token_id, hf_dataset=hf)

@@ -87,7 +87,7 @@ def spec(**overrides) -> PackingSpec:
     run = {"sequences_per_batch": 2, "seed": 7, "max_epochs": None}
     run.update({name: overrides.pop(name) for name in list(overrides) if name in run})
     data = DataSection(**{"min_length": 64, "max_length": 128, "length_multiple": 16, "read_chars": 1024, **overrides})
-    return PackingSpec.from_data(data, **run)
+    return data.packing_spec(**run)
 
 
 def test_a_spec_takes_every_data_knob_from_the_data_section():
@@ -95,7 +95,7 @@ def test_a_spec_takes_every_data_knob_from_the_data_section():
     data = DataSection(min_length=96, max_length=160, length_multiple=32, shuffle_files=False, add_bos=False,
                        add_eos=False, text_field="body", read_chars=2048)
     run = {"sequences_per_batch": 3, "seed": 5, "max_epochs": 2}
-    built = PackingSpec.from_data(data, **run)
+    built = data.packing_spec(**run)
     for knob in dataclasses.fields(PackingSpec):
         if knob.name in run:
             assert getattr(built, knob.name) == run[knob.name]
