@@ -6,7 +6,7 @@ clues) and drop 10 corpora of different lengths, each in a fresh process so that
 test has filled the caches. Every corpus brings new shapes (its last window, its memory
 size, each decoding step's attention), so with the libraries' own capacities (1,024) its
 resident memory grows about 16 MB per corpus on a CPU where bf16 matmuls run in oneDNN;
-bounded, under 0.1 MB.
+bounded, under 0.1 MB. Both compute the same memories and clues, bit for bit.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ CORPORA = 10
 BOUND_MB_PER_CORPUS = 2.0  # bounded: under 0.1 measured; the libraries' own capacities: about 16
 
 
-def resident_memory_loop(corpora: int) -> list[float]:
-    """RSS (MiB) after each of `corpora` memorize-ask-drop steps over one shared bf16 model; run in a
-    fresh process (`_run_loop`)."""
+def resident_memory_loop(corpora: int) -> dict[str, list]:
+    """RSS (MiB) after each of `corpora` memorize-ask-drop steps over one shared bf16 model, and what
+    the model computed (a digest of each memory, the clues it wrote); run in a fresh process (`_run_loop`)."""
+    import hashlib
+
     import torch
 
     from memorag.memory import MemoryConfig, MemoryModel
@@ -45,18 +47,23 @@ def resident_memory_loop(corpora: int) -> list[float]:
     perturb_memory_parameters(model, 0)
     model = model.eval().to(torch.bfloat16)
     embedder, generator = FakeHashEmbedder(), FakeEchoGenerator()
-    resident = []
+    run = {"resident": [], "memories": [], "clues": []}
     for step in range(corpora):
         rag = make_rag(model=model, embedder=embedder, generator=generator)
         rag.memorize(words(step, 40 + 37 * step), show_progress=False)  # 40 .. 373 tokens: new lengths each
-        rag.ask(topic(1, 6))
-        del rag
+        answer = rag.ask(topic(1, 6))
+        digest = hashlib.sha256()
+        for tensor in [*rag.memory.keys, *rag.memory.values]:
+            digest.update(tensor.float().numpy().tobytes())  # bf16 -> fp32 is exact
+        run["memories"].append(digest.hexdigest())
+        run["clues"].append(answer.raw_clues)
+        del rag, answer
         release_memory()  # glibc's free pages go back, so what stays is what something holds
-        resident.append(resident_mb())
-    return resident
+        run["resident"].append(resident_mb())
+    return run
 
 
-def _run_loop(environment: dict[str, str]) -> list[float]:
+def _run_loop(environment: dict[str, str]) -> dict[str, list]:
     code = f"import json; from tests.test_kernel_caches import resident_memory_loop; " \
            f"print(json.dumps(resident_memory_loop({CORPORA})))"
     env = {key: value for key, value in os.environ.items() if key not in KERNEL_CACHE_VARIABLES}
@@ -77,9 +84,14 @@ def _onednn_runs_bf16() -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
+@pytest.fixture(scope="module")
+def bounded_run() -> dict[str, list]:
+    return _run_loop({})  # the kernel caches as `import memorag` bounds them
+
+
 @pytest.mark.skipif(not can_trim(), reason="needs glibc's malloc_trim: other allocators keep freed pages")
-def test_resident_memory_stays_flat_over_many_corpora():
-    resident = _run_loop({})
+def test_resident_memory_stays_flat_over_many_corpora(bounded_run):
+    resident = bounded_run["resident"]
     slope = _second_half_slope(resident)
     assert slope < BOUND_MB_PER_CORPUS, (
         f"resident memory grew {slope:.2f} MB per corpus over the second half (bound {BOUND_MB_PER_CORPUS}); "
@@ -88,12 +100,17 @@ def test_resident_memory_stays_flat_over_many_corpora():
 
 
 @pytest.mark.skipif(not can_trim(), reason="needs glibc's malloc_trim: other allocators keep freed pages")
-def test_the_loop_sees_the_growth_of_unbounded_caches():
+def test_unbounded_caches_grow_and_compute_the_same(bounded_run):
     """The same loop with the libraries' own capacities (the code before the bound) must break the
-    bound, or the test above could not fail."""
+    bound, or the test above could not fail; and it computes the same memories and clues, bit for
+    bit: the bound decides only whether a kernel is compiled again."""
     if not _onednn_runs_bf16():
         pytest.skip("bf16 matmuls do not run in oneDNN on this CPU (no AVX-512): no kernel cache to fill")
-    resident = _run_loop({variable: "1024" for variable in KERNEL_CACHE_VARIABLES})
+    unbounded = _run_loop({variable: "1024" for variable in KERNEL_CACHE_VARIABLES})
+    assert all(bounded_run["clues"]), "the memory model wrote no clues: nothing to compare"
+    assert unbounded["memories"] == bounded_run["memories"]
+    assert unbounded["clues"] == bounded_run["clues"]
+    resident = unbounded["resident"]
     slope = _second_half_slope(resident)
     assert slope > 2 * BOUND_MB_PER_CORPUS, (
         f"with the libraries' own kernel caches the loop grew only {slope:.2f} MB per corpus "
