@@ -14,7 +14,12 @@ each step, as `memorag serve` does when it drops a corpus). After each step it r
 the resident set (RSS, /proc/self/statm) and, with --tracemalloc, the bytes Python
 itself holds. The slope is a least-squares fit of RSS over the steps after the first
 two (the first steps fill caches and allocator pools once). Prints a table and writes
-JSON to benchmarks/results/memory_bound.json (or --out).
+JSON to benchmarks/results/memory_bound.json (or --out), with the slope over the second
+half of the steps (`slope_last_half_mb_per_corpus`) and the kernel cache capacities
+the run had (memorag/kernel_caches.py). As the code before those caches were bounded
+ran (the libraries' own capacities), for a comparison:
+
+    ONEDNN_PRIMITIVE_CACHE_CAPACITY=1024 LRU_CACHE_CAPACITY=1024 python benchmarks/memory_bound.py
 """
 
 from __future__ import annotations
@@ -42,13 +47,9 @@ def peak_rss_mb() -> float | None:
 
 def slope_mb_per_step(values: list[float], skip: int = 2) -> float:
     """Least-squares slope of `values` against their index, ignoring the first `skip` (MB per step)."""
-    points = list(enumerate(values))[skip:]
-    if len(points) < 2:
-        return float("nan")
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    from memorag.memtrim import slope_per_step
+
+    return slope_per_step(values, skip)
 
 
 def corpus_text(tokenizer, tokens: int, step: int) -> str:
@@ -62,14 +63,23 @@ def corpus_text(tokenizer, tokens: int, step: int) -> str:
     return text
 
 
+def kernel_caches_in_effect() -> dict[str, str | None]:
+    """The kernel cache capacities this process runs with (`import memorag` sets them unless the
+    environment does; see memorag/kernel_caches.py)."""
+    from memorag.kernel_caches import KERNEL_CACHE_VARIABLES
+
+    return {variable: os.environ.get(variable) for variable in KERNEL_CACHE_VARIABLES}
+
+
 def summary(steps: list[dict], corpora: int, tokens: int, release: bool, settings: dict, baseline: float,
             started: float) -> dict:
     rss = [row["rss_mb"] for row in steps]
     return {
         "corpora": corpora, "completed": len(steps), "tokens_per_corpus": tokens, "release": release,
-        "settings": settings, "baseline_rss_mb": round(baseline, 1), "first_rss_mb": rss[0] if rss else None,
+        "settings": settings, "kernel_caches": kernel_caches_in_effect(), "baseline_rss_mb": round(baseline, 1), "first_rss_mb": rss[0] if rss else None,
         "last_rss_mb": rss[-1] if rss else None, "max_rss_mb": max(rss, default=None), "peak_rss_mb": peak_rss_mb(),
-        "slope_mb_per_corpus": round(slope_mb_per_step(rss), 2), "steps": steps,
+        "slope_mb_per_corpus": round(slope_mb_per_step(rss), 2),
+        "slope_last_half_mb_per_corpus": round(slope_mb_per_step(rss, skip=len(rss) // 2), 2), "steps": steps,
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -147,7 +157,7 @@ def main() -> int:
     machine = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
                "torch": torch.__version__, "python": platform.python_version(), "load_average": os.getloadavg(),
                "environment": {key: value for key, value in os.environ.items()
-                               if key.startswith(("MALLOC_", "ONEDNN_", "DNNL_", "OMP_"))}}
+                               if key.startswith(("MALLOC_", "ONEDNN_", "DNNL_", "OMP_", "LRU_"))}}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -158,12 +168,17 @@ def main() -> int:
     result = run(args.corpora, args.tokens, args.release, args.tracemalloc, clue_tokens=args.clue_tokens,
                  answer_tokens=args.answer_tokens, max_seconds=args.max_seconds, on_step=write)
     write(result)
-    print("\n| corpora | tokens each | release | RSS before | first | last | max | slope MB/corpus |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|")
+    print("\n| corpus | RSS MB | memory tokens | seconds |")
+    print("|---:|---:|---:|---:|")
+    for row in result["steps"]:
+        print(f"| {row['step'] + 1} | {row['rss_mb']:.0f} | {row['memory_tokens']:,} | {row['seconds']:.1f} |")
+    print("\n| corpora | tokens each | release | RSS before | first | last | max | slope MB/corpus | last half |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     print(f"| {result['completed']} of {result['corpora']} | {result['tokens_per_corpus']:,} "
           f"| {'yes' if result['release'] else 'no'} "
           f"| {result['baseline_rss_mb']:.0f} | {result['first_rss_mb']:.0f} | {result['last_rss_mb']:.0f} "
-          f"| {result['max_rss_mb']:.0f} | {result['slope_mb_per_corpus']:.2f} |")
+          f"| {result['max_rss_mb']:.0f} | {result['slope_mb_per_corpus']:.2f} "
+          f"| {result['slope_last_half_mb_per_corpus']:.2f} |")
     print(f"wrote {out}")
     return 0
 

@@ -2,12 +2,16 @@
 
     python benchmarks/shape_cache.py                                     # RSS after every 4 new lengths
     ONEDNN_PRIMITIVE_CACHE_CAPACITY=0 python benchmarks/shape_cache.py   # with oneDNN's kernel cache off
+    ONEDNN_PRIMITIVE_CACHE_CAPACITY=1024 LRU_CACHE_CAPACITY=1024 python benchmarks/shape_cache.py  # unbounded
 
 A diagnostic for the growth `benchmarks/memory_bound.py` shows: every forward runs
 over a length not seen before (101, 114, ... tokens), with garbage collection and
 `malloc_trim` after each; then 8 of the same lengths run again. Growth that stops on
-repeated lengths is a per-shape cache in the native libraries. Prints RSS lines
-(raw outputs: benchmarks/results/shape_cache_*.log).
+repeated lengths is a per-shape cache in the native libraries: oneDNN's primitive
+cache and ideep's LRU cache, which `import memorag` now bounds to 64 kernels each
+(memorag/kernel_caches.py), so resident memory stops growing once they are full.
+Prints RSS lines (raw outputs: benchmarks/results/shape_cache_*.log; `_default` and
+`_onednn_cache_0` were taken before the bound, `_bounded` with it).
 """
 
 from __future__ import annotations

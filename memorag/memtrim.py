@@ -62,3 +62,15 @@ def resident_mb() -> float:
     """The process's resident set now, in MiB (Linux: `/proc/self/statm`); what a trim gives back shows here."""
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def slope_per_step(values: list[float], skip: int = 0) -> float:
+    """Least-squares slope of `values` against their index, ignoring the first `skip` (e.g. MB of
+    resident memory per corpus); NaN when fewer than two values remain."""
+    points = list(enumerate(values))[skip:]
+    if len(points) < 2:
+        return float("nan")
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
