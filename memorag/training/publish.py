@@ -29,7 +29,7 @@ from memorag.io import atomic_directory, is_saved, sha256_file
 from memorag.memory.checkpoint import CONFIG, FORMAT, WEIGHTS
 from memorag.memory.weights import verify_memory_weights
 
-from .checkpoint import TRAIN_CONFIG
+from .checkpoint import TRAIN_CONFIG, TRAINER_STATE
 
 CARD_TEMPLATE = """---
 {front_matter}---
@@ -117,12 +117,21 @@ def _training_section(folder: Path) -> str:
     config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
     optim, data = config.get("optim") or {}, config.get("data") or {}
     files = ", ".join(f"`{Path(str(name)).name}`" for name in data.get("files") or []) or "not recorded"
-    length = (f"`optim.max_steps`={optim['max_steps']}" if optim.get("max_steps")
-              else f"{optim.get('epochs', 1)} epoch(s)")
-    stage = {"pretrain": "stage 1 (pretraining on long raw text, next-token loss over every window)",
+    planned = (f"`optim.max_steps`={optim['max_steps']}" if optim.get("max_steps")
+               else f"{optim.get('epochs', 1)} epoch(s)")
+    state = _trainer_state(folder)
+    length = (f"{state['step']} steps, {state['tokens_seen']:,} tokens (of {planned} planned)"
+              if state else planned)
+    objective = {"lm": "next-token loss", "distill": "KL to the base model reading the whole text",
+                 "mix": "next-token loss plus KL to the base model reading the whole text"}
+    loss_kind = (config.get("loss") or {}).get("kind", "lm")
+    stage = {"pretrain": f"stage 1 (pretraining on long raw text, {objective.get(loss_kind, loss_kind)} "
+                         "over every window)",
              "sft": "stage 2 (clue fine-tuning: loss on the written clues only)"}.get(config.get("stage"), "unknown")
+    start = (config.get("model") or {}).get("memory_weights")
     rows = [
         ("stage", stage),
+        ("started from", f"`{start}`" if start else "copies of the base model's projections"),
         ("length", length),
         ("data files", files),
         ("sequence length", f"at most {data.get('max_length')} tokens" if config.get("stage") == "sft"
@@ -136,6 +145,15 @@ def _training_section(folder: Path) -> str:
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
     return ("Only the memory parameters were trained; the base model stayed frozen.\n\n"
             "| setting | value |\n|---|---|\n" + table)
+
+
+def _trainer_state(folder: Path) -> dict[str, Any] | None:
+    """The step and tokens a checkpoint folder records (None: not a checkpoint)."""
+    path = folder / TRAINER_STATE
+    if not path.is_file():
+        return None
+    state = json.loads(path.read_text(encoding="utf-8"))
+    return state if isinstance(state.get("step"), int) and isinstance(state.get("tokens_seen"), int) else None
 
 
 def _evaluation_section(report: dict[str, Any] | None) -> str:
