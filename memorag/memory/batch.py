@@ -158,7 +158,10 @@ class _PerSequenceLinear:
             bounds = self.splits.get(inputs.shape[-2]) if inputs.dim() >= 2 else None
             if bounds is None or len(bounds) <= 2:
                 return F.linear(inputs, module.weight, module.bias)
-            return torch.cat([F.linear(inputs[..., start:end, :], module.weight, module.bias)
+            # each sequence's rows as a fresh tensor with the strides a lone sequence's rows have: a
+            # view into the packed rows keeps the packed strides, which send CPU kernels down a slow path
+            return torch.cat([F.linear(inputs[..., start:end, :].clone(memory_format=torch.contiguous_format),
+                                       module.weight, module.bias)
                               for start, end in zip(bounds[:-1], bounds[1:], strict=True) if end > start], dim=-2)
 
         return forward
