@@ -3,6 +3,15 @@
     python benchmarks/pipeline.py                 # the whole demo text (about 12.5K tokens)
     python benchmarks/pipeline.py --quick         # its first 16,000 characters (about 4K tokens)
     python benchmarks/pipeline.py --threads 1     # torch threads (default: torch's own choice)
+    python benchmarks/pipeline.py --clue-decoding 3   # also: the clue stage one-by-one vs batched, 3 rounds
+    python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only   # that comparison alone
+
+`--clue-decoding N` times the clue stage (the memory model writing its clue kinds for the
+question) N times in each of its three decodings, interleaved round by round (the
+machine may be shared: a slow spell then hits every variant), and reports medians:
+"one-by-one" (the kinds in turn), "batch" (one batch, replies equal to one-by-one token
+for token: the default) and "shared" (one batch sharing its matrix products; a reply can
+differ where two tokens tie). It writes benchmarks/results/clue_decoding.json.
 
 Stages: load the models; memorize (the memory model reads the text), chunk, embed and
 index; the memory model writes clues; retrieve; the generator answers; save; reload the
@@ -49,12 +58,81 @@ def reload_in_fresh_process(directory: str, threads: int | None) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bool) -> dict:
+    """The clue stage in each decoding, `rounds` times, interleaved; medians, the replies, whether
+    each decoding's replies equal one-by-one's; a table on stdout and JSON in `out`."""
+    import statistics
+
+    import torch
+
+    from memorag.modes.memorag import CLUE_DECODINGS
+
+    handler = rag.mode("memorag")
+    context = rag.context(handler)
+    language = context.language_of(question)
+    seconds: dict[str, list[float]] = {decoding: [] for decoding in CLUE_DECODINGS}
+    replies: dict[str, dict[str, str]] = {}
+    for round_index in range(rounds):
+        order = CLUE_DECODINGS if round_index % 2 == 0 else CLUE_DECODINGS[::-1]
+        for decoding in order:
+            started = time.perf_counter()
+            _, raw = handler.write_clues(context, question, "memorag", language, decoding=decoding)
+            seconds[decoding].append(time.perf_counter() - started)
+            replies.setdefault(decoding, raw)
+            print(f"round {round_index + 1}: {decoding}: {seconds[decoding][-1]:.2f} s", flush=True)
+    medians = {decoding: statistics.median(values) for decoding, values in seconds.items()}
+    same = {decoding: replies[decoding] == replies["one-by-one"] for decoding in CLUE_DECODINGS}
+    print(f"\nclue stage ({len(replies['one-by-one'])} kinds, {rag.config.clue_max_new_tokens} new tokens at most), "
+          f"median of {rounds} interleaved rounds\n")
+    print("| decoding | median s | runs (s) | replies equal one-by-one |\n|---|---|---|---|")
+    for decoding in CLUE_DECODINGS:
+        runs = ", ".join(f"{value:.1f}" for value in seconds[decoding])
+        print(f"| {decoding} | {medians[decoding]:.2f} | {runs} | {same[decoding]} |")
+    result = {
+        "benchmark": "clue_decoding",
+        "text": TEXT.name,
+        "quick": quick,
+        "num_tokens": rag.memory.num_tokens,
+        "question": question,
+        "clue_kinds": list(replies["one-by-one"]),
+        "clue_max_new_tokens": rag.config.clue_max_new_tokens,
+        "rounds": rounds,
+        "seconds": {decoding: [round(value, 3) for value in values] for decoding, values in seconds.items()},
+        "median_s": {decoding: round(value, 3) for decoding, value in medians.items()},
+        "replies_equal_one_by_one": same,
+        "replies": replies,
+        "machine": {"cpu": _cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                    "python": platform.python_version()},
+        "note": "a shared machine (a training run and other jobs were running): rounds interleave the decodings",
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return result
+
+
+def _cpu_model() -> str:
+    """`lscpu`'s model name (the processor's marketing name), or the platform's guess."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="only the first 16,000 characters")
     parser.add_argument("--threads", type=int, help="torch threads")
     parser.add_argument("--question", default=QUESTION)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pipeline.json"))
+    parser.add_argument("--clue-decoding", type=int, default=0, metavar="N",
+                        help="also time the clue stage N times per decoding (one-by-one, batch, shared), interleaved")
+    parser.add_argument("--clue-only", action="store_true",
+                        help="with --clue-decoding: stop after it (no ask, save or reload stages)")
+    parser.add_argument("--clue-out", default=str(ROOT / "benchmarks" / "results" / "clue_decoding.json"))
     args = parser.parse_args()
 
     import torch
@@ -86,10 +164,19 @@ def main() -> int:
     stages["embed and index"] = report.timings["index"]
     memorize_total = sum(report.timings.values())
 
+    if args.clue_only:
+        if not args.clue_decoding:
+            parser.error("--clue-only needs --clue-decoding N")
+        compare_clue_decodings(rag, args.question, args.clue_decoding, Path(args.clue_out), args.quick)
+        return 0
+
     answer = rag.ask(args.question)
     stages["clues"] = answer.timings["clues"]
     stages["retrieve"] = answer.timings["retrieve"]
     stages["generate"] = answer.timings["generate"]
+
+    if args.clue_decoding:
+        compare_clue_decodings(rag, args.question, args.clue_decoding, Path(args.clue_out), args.quick)
 
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()

@@ -10,6 +10,7 @@ import torch
 
 from .base import Generator, GeneratorError
 from .prefix_cache import PrefixCache, common_prefix_length
+from .stops import stop_token_ids
 from .streaming import TextStream
 
 # Marks the end of a prefix inside a rendered chat template (a private-use character).
@@ -112,13 +113,7 @@ class LocalGenerator(Generator):
         return int(self._input_ids(prompt, system).shape[1])
 
     def _stop_ids(self) -> list[int]:
-        stops: list[int] = []
-        for source in (self.tokenizer, getattr(self.model, "generation_config", None), self.model.config):
-            token_id = getattr(source, "eos_token_id", None) if source is not None else None
-            for value in token_id if isinstance(token_id, list | tuple) else [token_id]:
-                if value is not None and int(value) not in stops:
-                    stops.append(int(value))
-        return stops
+        return stop_token_ids(self.tokenizer, self.model)
 
     @torch.no_grad()
     def generate(

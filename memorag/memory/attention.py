@@ -97,6 +97,47 @@ class StepContext:
     implementation: str = "sdpa"
     dtype: torch.dtype | None = None  # the cache's dtype (the base model's), so all rows agree
 
+    @property
+    def rotated_keys(self) -> bool:
+        return self.cache.rotated_keys
+
+    def attend(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               scale: float) -> torch.Tensor:
+        """Write this step's `key`/`value` [B, H_kv, T, d] to the cache and attend `query` [B, H, T, d]
+        over it; [B, T, H, d]."""
+        keys, values = self.cache.write(layer, key, value)  # [B, H_kv, S, d]
+        keys = self.cache.read_keys(keys)
+        return attend(query, keys, values, self.prefix, self.mask, self.implementation, scale)
+
+
+@dataclass
+class PackedStep:
+    """One forward step over several sequences' rows packed into one row axis (batch 1).
+
+    Sequence `i` owns rows `bounds[i]:bounds[i + 1]` and its own `StepContext` (its own
+    cache, prefix and mask): everything row-wise (norms, projections, MLP) runs once over
+    all rows, attention runs per sequence exactly as it would alone. `rows` marks the
+    memory tokens among all packed rows (None: all raw).
+    """
+
+    steps: list[StepContext]
+    bounds: list[int]
+    rows: RowSplit | None = None
+    dtype: torch.dtype | None = None
+
+    @property
+    def rotated_keys(self) -> bool:
+        return all(step.rotated_keys for step in self.steps)
+
+    def attend(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               scale: float) -> torch.Tensor:
+        outputs = []
+        for step, start, end in zip(self.steps, self.bounds[:-1], self.bounds[1:], strict=True):
+            part = slice(start, end)
+            outputs.append(step.attend(layer, query[:, :, part].contiguous(), key[:, :, part].contiguous(),
+                                       value[:, :, part], scale))
+        return torch.cat(outputs, dim=1)
+
 
 def causal_end_mask(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:
     """[Tq, S] bool: query i sees keys up to `S - Tq + i` (causal, aligned to the last key)."""
@@ -286,7 +327,7 @@ class MemoryAttention(nn.Module):
         hidden_states: torch.Tensor,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
-        memory_step: StepContext | None = None,
+        memory_step: StepContext | PackedStep | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, None]:
         if memory_step is None:
@@ -310,13 +351,9 @@ class MemoryAttention(nn.Module):
         query, key = query.transpose(1, 2), key.transpose(1, 2)  # [B, H(_kv), T, d]
         cos, sin = position_embeddings
         query = apply_rope(query, cos, sin)
-        cache = memory_step.cache
-        if cache.rotated_keys:
+        if memory_step.rotated_keys:
             key = apply_rope(key, cos, sin)
-        keys, values = cache.write(self.layer_idx, key, value)  # [B, H_kv, S, d]
-        keys = cache.read_keys(keys)
-        out = attend(query, keys, values, memory_step.prefix, memory_step.mask, memory_step.implementation,
-                     self.scaling)
+        out = memory_step.attend(self.layer_idx, query, key, value, self.scaling)  # [B, T, H, d]
         out = out.reshape(batch, num_rows, -1)
         out_parts = rows.split(out) if rows is not None and "o" in self.memory else None
         return self._project("o", out, out_parts, rows), None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .attention import MemoryAttention, RowSplit, StepContext, apply_rope, window_mask
+from .attention import MemoryAttention, PackedStep, RowSplit, StepContext, apply_rope, window_mask
 from .cache import MemoryCache
 from .chat import PromptLayout
 from .config import MemoryConfig
@@ -317,9 +317,12 @@ class MemoryModel(nn.Module):
         return lambda index: window_ratio(index, config.ratios, config.ratio_mix, seed)
 
     # -- one step over a piece of a window ---------------------------------------------------------
-    def _run_layers(self, hidden: torch.Tensor, positions: torch.Tensor, step: StepContext) -> torch.Tensor:
-        step.cache.note_positions(positions[0])
-        position_embeddings = self.rotary(hidden, positions)
+    def _run_layers(self, hidden: torch.Tensor, positions: torch.Tensor, step: StepContext | PackedStep,
+                    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        if isinstance(step, StepContext):
+            step.cache.note_positions(positions[0])
+        if position_embeddings is None:
+            position_embeddings = self.rotary(hidden, positions)
         for layer in self.layers:
             hidden = layer(
                 hidden,
@@ -330,9 +333,9 @@ class MemoryModel(nn.Module):
             )
         return hidden
 
-    def _piece_pass(self, input_ids: torch.Tensor, piece: Piece, cache: MemoryCache) -> torch.Tensor:
-        """Raw tokens [B, n] of one piece, with the memory tokens they bring, -> raw rows' last
-        hidden states [B, n, D] (before the final norm)."""
+    def _piece_inputs(self, input_ids: torch.Tensor, piece: Piece, cache: MemoryCache):
+        """Raw tokens [B, n] of one piece -> (its rows' input states [B, T, D] with the memory tokens
+        it brings, positions [1, T], which rows are memory tokens, the step context)."""
         end = piece.first_position + piece.num_rows
         if end > self.max_positions:
             raise ContextTooLongError(
@@ -350,8 +353,25 @@ class MemoryModel(nn.Module):
         mask = window_mask(self.config.attention, piece.ratio, piece.rows_before, piece.num_rows, device)
         step = StepContext(cache, prefix=piece.num_entries, rows=rows, mask=mask,
                            implementation=self.config.attn_implementation, dtype=self.base_dtype)
+        return hidden, positions, rows, step
+
+    def _piece_pass(self, input_ids: torch.Tensor, piece: Piece, cache: MemoryCache) -> torch.Tensor:
+        """Raw tokens [B, n] of one piece, with the memory tokens they bring, -> raw rows' last
+        hidden states [B, n, D] (before the final norm)."""
+        hidden, positions, rows, step = self._piece_inputs(input_ids, piece, cache)
         hidden = self._run_layers(hidden, positions, step)
         return rows.split(hidden)[0] if rows is not None else hidden
+
+    def _commit(self, cache: MemoryCache, piece: Piece, after: ScheduleState) -> None:
+        """Record a piece written to `cache`; compact its window when the piece completes it."""
+        if piece.completes_window:
+            window = self.config.window
+            cache.advance(ScheduleState(num_tokens=after.num_tokens, num_entries=piece.num_entries,
+                                        window_index=after.window_index - 1, raw_in_window=window,
+                                        ratio=piece.ratio))
+            cache.compact(after, memory_rows_of_window(window, piece.ratio))
+        else:
+            cache.advance(after)
 
     def feed(
         self,
@@ -376,13 +396,7 @@ class MemoryModel(nn.Module):
             hidden = self._piece_pass(input_ids[:, piece.raw_start : piece.raw_end], piece, cache)
             if keep_hidden:
                 outputs.append(hidden)
-            if piece.completes_window:
-                cache.advance(ScheduleState(num_tokens=after.num_tokens, num_entries=piece.num_entries,
-                                            window_index=after.window_index - 1, raw_in_window=window,
-                                            ratio=piece.ratio))
-                cache.compact(after, memory_rows_of_window(window, piece.ratio))
-            else:
-                cache.advance(after)
+            self._commit(cache, piece, after)
         return outputs
 
     def new_cache(self, memory: Memory | None = None, reserve: int = 0, functional: bool = False,
@@ -492,15 +506,11 @@ class MemoryModel(nn.Module):
             return self._encode(self.layout.continuation(prompt), first=False)
         return self._encode(prompt, first=False)
 
-    def _stop_ids(self) -> set[int]:
-        stops = set()
-        for source in (self.tokenizer, getattr(self.base_model, "generation_config", None), self.base_model.config):
-            token_id = getattr(source, "eos_token_id", None) if source is not None else None
-            if isinstance(token_id, list | tuple):
-                stops.update(int(t) for t in token_id)
-            elif token_id is not None:
-                stops.add(int(token_id))
-        return stops
+    def _stop_ids(self) -> list[int]:
+        """The ids that end a reply: the one rule shared with the local generator (`memorag.generation.stops`)."""
+        from memorag.generation.stops import stop_token_ids
+
+        return stop_token_ids(self.tokenizer, self.base_model)
 
     @torch.no_grad()
     def generate_ids(
@@ -513,31 +523,59 @@ class MemoryModel(nn.Module):
         top_p: float = 1.0,
         seed: int | None = None,
         on_token: Callable[[int], None] | None = None,
+        **generate_kwargs,
     ) -> list[int]:
-        """Token ids generated after `memory` (unchanged) and `prompt` (text or ids)."""
-        prompt_ids = self._prompt_ids(prompt, memory)
-        if not prompt_ids:
+        """Token ids generated after `memory` (unchanged) and `prompt` (text or ids), by transformers'
+        `generate` (memory/decoding.py): greedy by default; `do_sample` with `temperature` and
+        `top_p`, reproducible with `seed`; `on_token` is called with each new token. Any other
+        `generate` option passes through (`top_k`, `repetition_penalty`, `stopping_criteria`,
+        `logits_processor`, `streamer`, ...); beam search is not supported."""
+        return self.generate_ids_batch([prompt], memory, max_new_tokens, do_sample, temperature, top_p, seed,
+                                       on_token, **generate_kwargs)[0]
+
+    @torch.no_grad()
+    def generate_ids_batch(
+        self,
+        prompts: Sequence,
+        memory: Memory | None = None,
+        max_new_tokens: int = 128,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        on_token: Callable[[int], None] | None = None,
+        exact: bool = True,
+        **generate_kwargs,
+    ) -> list[list[int]]:
+        """`generate_ids` for several prompts over one memory, decoded together as one batch: each
+        prompt reads the memory and its own tokens as alone (memory/batch.py); with `exact` (the
+        default) its linear layers also round as alone, so greedy replies equal the one-by-one
+        ones token for token; `exact=False` shares the matrix products (faster where a lone row's
+        kernel is slow; a reply can then differ where two tokens tie). A sampled batch draws its
+        random numbers in another order than one-by-one calls do."""
+        if isinstance(prompts, str) or not prompts:
+            raise ValueError("give a list of prompts (text or token ids), at least one")
+        prompt_ids = [self._prompt_ids(prompt, memory) for prompt in prompts]
+        if not all(prompt_ids):
             raise ValueError("the prompt is empty")
-        cache = self.new_cache(memory, reserve=len(prompt_ids) + max_new_tokens)
-        ratio_of = self._ratio_function(memory.ratio if memory is not None else self.choose_ratio(len(prompt_ids)))
-        generator = torch.Generator(device="cpu").manual_seed(seed) if seed is not None else None
-        stops = self._stop_ids()
-        hidden = self.feed(self._as_ids(prompt_ids), cache, ratio_of, keep_hidden=True)[-1]
-        generated: list[int] = []
-        for _ in range(max_new_tokens):
-            logits = self.lm_head(self.final_norm(hidden[:, -1])).float()[0]  # [V]
-            token = _pick(logits, do_sample, temperature, top_p, generator)
-            if token in stops:
-                break
-            generated.append(token)
-            if on_token is not None:
-                on_token(token)
-            hidden = self.feed(self._as_ids([token]), cache, ratio_of, keep_hidden=True)[-1]
-        return generated
+        ratios = [memory.ratio if memory is not None else self.choose_ratio(len(ids)) for ids in prompt_ids]
+        from .decoding import decode
+
+        return decode(self, prompt_ids, memory, ratios, max_new_tokens, do_sample, temperature, top_p, seed, on_token,
+                      generate_kwargs, exact=exact)
 
     def generate(self, prompt, memory: Memory | None = None, max_new_tokens: int = 128, **kwargs) -> str:
-        """Continue from `memory` (never changed; one memory serves many prompts) and `prompt`."""
+        """Continue from `memory` (never changed; one memory serves many prompts) and `prompt`; takes
+        `generate_ids`' options."""
         ids = self.generate_ids(prompt, memory=memory, max_new_tokens=max_new_tokens, **kwargs)
+        return self._decode(ids)
+
+    def generate_batch(self, prompts: Sequence, memory: Memory | None = None, max_new_tokens: int = 128,
+                       **kwargs) -> list[str]:
+        """`generate` for several prompts over one memory, decoded as one batch (see `generate_ids_batch`)."""
+        return [self._decode(ids) for ids in self.generate_ids_batch(prompts, memory, max_new_tokens, **kwargs)]
+
+    def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True) if self.tokenizer is not None else str(ids)
 
     # -- training / scoring --------------------------------------------------------------------------
@@ -617,17 +655,6 @@ class MemoryModel(nn.Module):
 def _chain_hash(previous: str, ids: list[int]) -> str:
     """Content hash of everything read: chained over calls (`previous` is "" at the start)."""
     return hashlib.sha256((previous + json.dumps(ids)).encode()).hexdigest()
-
-
-def _pick(logits: torch.Tensor, do_sample: bool, temperature: float, top_p: float, generator) -> int:
-    if not do_sample or temperature <= 0:
-        return int(logits.argmax())
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_probs, order = probs.sort(descending=True)
-        keep = sorted_probs.cumsum(0) - sorted_probs < top_p
-        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "spiece.model")

@@ -24,8 +24,10 @@ from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.results import Answer, AskHooks, timed
 
-# The clue bar: "writing clues 1/3 [00:06, questions]", the kind being written last.
+# The clue bar: "writing clues 0/3 [00:06, spans + questions + draft]", the kinds being written.
 _CLUE_BAR = "{desc} {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+# How `write_clues` decodes several clue kinds: one exact batch, a batch sharing its matrix products, or in turn.
+CLUE_DECODINGS = ("batch", "shared", "one-by-one")
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,14 @@ class MemoRAGMode(Mode):
         return stream.finish().strip()
 
     def write_clues(self, context: ModeContext, query: str, task: str, language: str,
-                    show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
+                    show_progress: bool = False, decoding: str = "batch") -> tuple[list[str], dict[str, str]]:
         """The memory model's clues (or key points, for `summarize`) and its raw replies;
-        `show_progress`: a bar on stderr naming the clue kind being written, with the seconds spent."""
+        `show_progress`: a bar on stderr naming the clue kinds being written, with the seconds spent.
+
+        `decoding`: "batch" (default) decodes the clue kinds together as one batch over the
+        memory, each reply equal token for token to its one-by-one decoding; "shared" shares
+        the batch's matrix products (a reply can differ where two tokens tie; logged);
+        "one-by-one" decodes the kinds in turn (benchmarks/pipeline.py compares the three)."""
         settings: MemoRAGSettings = context.settings
         memory = context.memory
         if task == "summarize":
@@ -108,15 +115,27 @@ class MemoRAGMode(Mode):
                          "draft": prompts.MEMORY_DRAFT}
             requests = {kind: (prompts.fill(templates[kind], language, question=query), kind != "draft")
                         for kind in settings.clue_kinds}
+        kinds = list(requests)
+        if decoding not in CLUE_DECODINGS:
+            raise ValueError(f"decoding={decoding!r} is not one of {', '.join(CLUE_DECODINGS)}")
         raw: dict[str, str] = {}
         groups: list[list[str]] = []
         with tqdm(total=len(requests), desc="writing clues", unit="kind", disable=not show_progress,
                   file=sys.stderr, bar_format=_CLUE_BAR) as bar:
-            for kind, (prompt, split_lines) in requests.items():
-                bar.set_postfix_str(kind)
-                raw[kind] = context.memory_model.generate(prompt, memory=memory,
-                                                          max_new_tokens=settings.clue_max_new_tokens)
-                groups.append(parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines,
-                                          max_clues=settings.max_clues))
-                bar.update()
+            if decoding == "one-by-one" or len(kinds) == 1:
+                for kind in kinds:
+                    bar.set_postfix_str(kind)
+                    raw[kind] = context.memory_model.generate(requests[kind][0], memory=memory,
+                                                              max_new_tokens=settings.clue_max_new_tokens)
+                    bar.update()
+            else:  # one batch over the shared memory (memory/batch.py)
+                bar.set_postfix_str(" + ".join(kinds))
+                replies = context.memory_model.generate_batch([requests[kind][0] for kind in kinds], memory=memory,
+                                                              max_new_tokens=settings.clue_max_new_tokens,
+                                                              exact=decoding == "batch")
+                raw.update(zip(kinds, replies, strict=True))
+                bar.update(len(kinds))
+        for kind, (prompt, split_lines) in requests.items():
+            groups.append(parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines,
+                                      max_clues=settings.max_clues))
         return combine_clues(groups, settings.max_clues, query), raw

@@ -1,0 +1,167 @@
+"""Feeding several sequences at once, each into its own working cache, exactly as alone.
+
+Sequences that continue one memory differ in length, so each reaches its memory-token
+rows and its window's end at its own step, at its own positions. Instead of padding
+them to one shape, their rows are packed along one row axis (batch 1): each layer runs
+once over all rows, with attention per sequence over its own cache, its own positions,
+memory rows and mask (`PackedStep`).
+
+Bit for bit as alone (`exact=True`, the default): a matrix product's rounding depends
+on how many rows it is given (a lone decoding row takes a matrix-vector kernel, more
+rows a matrix-matrix one that sums in another order, in bf16 and fp32 alike on CPU), and
+greedy decoding of a small model meets exact ties in its bf16 logits often enough that
+one rounding step changes a reply. So every linear layer (base, memory and low-rank
+projections, MLP) is computed per sequence, over the rows it has alone
+(`_PerSequenceLinear`, for plain `nn.Linear` layers); norms, activations, rotary embeddings, attention bookkeeping
+and the layer loop run once over all rows. `exact=False` shares each matrix product
+among all rows (faster where the single-row kernel is slow), and then a reply can differ
+from the one-by-one reply where two tokens (nearly) tie. Linear layers that are not
+plain `nn.Linear` (bitsandbytes' quantized ones) always see all rows at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .attention import PackedStep, RowSplit
+from .cache import MemoryCache
+from .schedule import plan
+
+if TYPE_CHECKING:
+    from .model import MemoryModel
+
+
+def feed_batch(
+    model: MemoryModel,
+    token_ids: Sequence[torch.Tensor],
+    caches: Sequence[MemoryCache],
+    ratio_of: Sequence[Callable[[int], int]],
+    exact: bool = True,
+) -> list[torch.Tensor | None]:
+    """Feed `token_ids[i]` ([1, n_i] raw tokens, n_i may be 0) into `caches[i]` (new windows' ratios from
+    `ratio_of[i]`), all sequences in one
+    forward per window piece; returns each sequence's last raw row's hidden state [1, D] (before
+    the final norm), None where nothing was fed.
+
+    A sequence whose tokens span several windows brings one piece to each round, so a window
+    completed by one sequence is compacted in its cache alone, at the step it completes.
+    """
+    if not len(token_ids) == len(caches) == len(ratio_of):
+        raise ValueError(f"{len(token_ids)} token sequences, {len(caches)} caches and {len(ratio_of)} ratio "
+                         "functions; give one cache and one ratio function per sequence")
+    if len({cache.rotated_keys for cache in caches}) > 1:
+        raise ValueError("the caches of one batch must all store rotated keys, or all unrotated ones")
+    window = model.config.window
+    plans = [plan(cache.state, ids.shape[1], window, ratio) for ids, cache, ratio in zip(token_ids, caches, ratio_of,
+                                                                                        strict=True)]
+    last: list[torch.Tensor | None] = [None] * len(caches)
+    for round_index in range(max((len(pieces) for pieces in plans), default=0)):
+        members = [i for i, pieces in enumerate(plans) if round_index < len(pieces)]
+        parts = []
+        for i in members:
+            piece, _ = plans[i][round_index]
+            parts.append(model._piece_inputs(token_ids[i][:, piece.raw_start : piece.raw_end], piece, caches[i]))
+        if len(parts) == 1:  # one sequence: the very path `MemoryModel.feed` takes
+            hidden, positions, rows, step = parts[0]
+            outputs = [_raw_rows(model._run_layers(hidden, positions, step), rows)]
+        else:
+            outputs = _packed_pass(model, parts, exact)
+        for i, raw in zip(members, outputs, strict=True):
+            piece, after = plans[i][round_index]
+            model._commit(caches[i], piece, after)
+            last[i] = raw[:, -1]
+    return last
+
+
+def _packed_pass(model: MemoryModel, parts: list, exact: bool) -> list[torch.Tensor]:
+    """One forward over several sequences' pieces packed along the row axis; each one's raw rows."""
+    bounds, raw_rows, memory_rows = [0], [], []
+    for hidden, _, rows, _ in parts:
+        start, count = bounds[-1], hidden.shape[1]
+        if rows is None:
+            raw_rows.extend(range(start, start + count))
+        else:
+            raw_rows.extend(start + int(row) for row in rows.raw)
+            memory_rows.extend(start + int(row) for row in rows.memory)
+        bounds.append(start + count)
+    device = parts[0][0].device
+    hidden = torch.cat([part[0] for part in parts], dim=1)  # [1, sum T_i, D]
+    positions = torch.cat([part[1] for part in parts], dim=1)  # [1, sum T_i]
+    # each sequence's rotary embedding computed as it would be alone, then packed
+    embeddings = [model.rotary(part[0], part[1]) for part in parts]
+    cos = torch.cat([pair[0] for pair in embeddings], dim=1)
+    sin = torch.cat([pair[1] for pair in embeddings], dim=1)
+    rows = RowSplit.of(raw_rows, memory_rows, device=device) if memory_rows else None
+    step = PackedStep(steps=[part[3] for part in parts], bounds=bounds, rows=rows, dtype=model.base_dtype)
+    if not exact:
+        out = model._run_layers(hidden, positions, step, position_embeddings=(cos, sin))
+    else:
+        splits = {bounds[-1]: bounds}  # all rows; the raw rows and the memory rows when projected apart
+        if rows is not None:
+            splits = _add_split(splits, _bounds([part[0].shape[1] - _num_memory(part[2]) for part in parts]))
+            splits = _add_split(splits, _bounds([_num_memory(part[2]) for part in parts]))
+        with _PerSequenceLinear(model, splits):
+            out = model._run_layers(hidden, positions, step, position_embeddings=(cos, sin))
+    return [_raw_rows(out[:, start:end], part[2]) for part, start, end in zip(parts, bounds[:-1], bounds[1:],
+                                                                                 strict=True)]
+
+
+def _raw_rows(hidden: torch.Tensor, rows: RowSplit | None) -> torch.Tensor:
+    return rows.split(hidden)[0] if rows is not None else hidden
+
+
+def _num_memory(rows: RowSplit | None) -> int:
+    return 0 if rows is None else int(rows.memory.numel())
+
+
+def _bounds(counts: list[int]) -> list[int]:
+    bounds = [0]
+    for count in counts:
+        bounds.append(bounds[-1] + count)
+    return bounds
+
+
+def _add_split(splits: dict[int, list[int]], bounds: list[int]) -> dict[int, list[int]]:
+    total = bounds[-1]
+    if total and total in splits and splits[total] != bounds:
+        raise RuntimeError(f"two ways to split {total} packed rows by sequence ({splits[total]} and {bounds}); "
+                           "decode these prompts one by one")
+    return {**splits, total: bounds} if total else splits
+
+
+class _PerSequenceLinear:
+    """Within a packed forward, every plain `nn.Linear` of the model (base, memory and low-rank
+    projections, MLP) given packed rows [..., N, in] runs once per sequence, on the rows it has
+    alone (`splits[N]` are the sequences' bounds among N rows), and the results are concatenated:
+    each sequence's rows round exactly as when it is fed alone."""
+
+    def __init__(self, model: MemoryModel, splits: dict[int, list[int]]):
+        self.modules = [module for module in model.base_model.modules() if type(module) is nn.Linear]
+        self.splits = splits
+
+    def __enter__(self) -> _PerSequenceLinear:
+        for module in self.modules:
+            module.forward = self._forward_of(module)  # an instance attribute, removed on exit
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for module in self.modules:
+            del module.forward
+
+    def _forward_of(self, module: nn.Linear):
+        def forward(inputs: torch.Tensor) -> torch.Tensor:
+            bounds = self.splits.get(inputs.shape[-2]) if inputs.dim() >= 2 else None
+            if bounds is None or len(bounds) <= 2:
+                return F.linear(inputs, module.weight, module.bias)
+            # each sequence's rows as a fresh tensor with the strides a lone sequence's rows have: a
+            # view into the packed rows keeps the packed strides, which send CPU kernels down a slow path
+            return torch.cat([F.linear(inputs[..., start:end, :].clone(memory_format=torch.contiguous_format),
+                                       module.weight, module.bias)
+                              for start, end in zip(bounds[:-1], bounds[1:], strict=True) if end > start], dim=-2)
+
+        return forward
