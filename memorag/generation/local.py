@@ -8,9 +8,10 @@ from typing import Any
 
 import torch
 
+from memorag.stop_tokens import stop_token_ids
+
 from .base import Generator, GeneratorError
 from .prefix_cache import PrefixCache, common_prefix_length
-from .stops import stop_token_ids
 from .streaming import TextStream
 
 # Marks the end of a prefix inside a rendered chat template (a private-use character).

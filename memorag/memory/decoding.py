@@ -27,6 +27,8 @@ from transformers import GenerationConfig, GenerationMixin
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from memorag.stop_tokens import stop_token_ids
+
 from .batch import feed_batch
 from .cache import MemoryCache
 
@@ -186,9 +188,7 @@ def decode(
 ) -> list[list[int]]:
     """Token ids generated after `memory` (unchanged) and each prompt (its memory's ratio, or
     `ratios[i]` without a memory), by `generate`; each list ends before the first stop token
-    (`memorag.generation.stops`)."""
-    from memorag.generation.stops import stop_token_ids
-
+    (`memorag.stop_tokens`)."""
     for key, allowed in _UNSUPPORTED.items():
         if key in generate_kwargs and generate_kwargs[key] != allowed:
             raise ValueError(f"{key}={generate_kwargs[key]!r} is not supported by the memory model's decoding "

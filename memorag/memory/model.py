@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from memorag.stop_tokens import stop_token_ids
+
 from .attention import MemoryAttention, PackedStep, RowSplit, StepContext, apply_rope, window_mask
 from .cache import MemoryCache
 from .chat import PromptLayout
@@ -507,9 +509,7 @@ class MemoryModel(nn.Module):
         return self._encode(prompt, first=False)
 
     def _stop_ids(self) -> list[int]:
-        """The ids that end a reply: the one rule shared with the local generator (`memorag.generation.stops`)."""
-        from memorag.generation.stops import stop_token_ids
-
+        """The ids that end a reply: the one rule shared with the local generator (`memorag.stop_tokens`)."""
         return stop_token_ids(self.tokenizer, self.base_model)
 
     @torch.no_grad()

@@ -1,7 +1,8 @@
 """The decoding cases whose greedy token ids are pinned in data/decoding_golden.json.
 
 The ids were recorded with the memory model's own decoding loop before decoding moved
-to transformers' `generate` (`python -m tests.memory.decoding_cases --record`); the
+to transformers' `generate` (`python -m tests.memory.decoding_cases --record`; the embedded case was
+recorded again the same way, with the old loop, when the shipped weights changed); the
 tests in test_decoding.py check that today's decoding reproduces them token for token.
 """
 

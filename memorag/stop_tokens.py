@@ -1,4 +1,5 @@
-"""The one stop-token rule of every local decoding: the memory model's and the local generator's.
+"""The one stop-token rule of every local decoding: the memory model's and the local generator's (a
+module that imports nothing of memorag, so both packages can use it).
 
 A reply ends at the first end-of-sequence id of the tokenizer, the model's generation
 config or the model's config (models disagree on where they declare it; SmolLM2-Instruct
