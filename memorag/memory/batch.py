@@ -21,6 +21,7 @@ plain `nn.Linear` (bitsandbytes' quantized ones) always see all rows at once.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -138,30 +139,56 @@ class _PerSequenceLinear:
     """Within a packed forward, every plain `nn.Linear` of the model (base, memory and low-rank
     projections, MLP) given packed rows [..., N, in] runs once per sequence, on the rows it has
     alone (`splits[N]` are the sequences' bounds among N rows), and the results are concatenated:
-    each sequence's rows round exactly as when it is fed alone."""
+    each sequence's rows round exactly as when it is fed alone.
+
+    Safe across threads (a LangChain `batch`, a server's requests): the splits belong to the
+    thread that entered, and the per-sequence forward is installed on a module while any
+    thread needs it (counted under a lock); another thread's forward through the same modules
+    meanwhile runs the plain `nn.Linear` computation."""
+
+    _lock = threading.Lock()
+    _users: dict[int, int] = {}  # id(module) -> threads inside a packed forward that patched it
+    _local = threading.local()  # .splits: this thread's bounds by row count, or None
 
     def __init__(self, model: MemoryModel, splits: dict[int, list[int]]):
         self.modules = [module for module in model.base_model.modules() if type(module) is nn.Linear]
         self.splits = splits
 
     def __enter__(self) -> _PerSequenceLinear:
-        for module in self.modules:
-            module.forward = self._forward_of(module)  # an instance attribute, removed on exit
+        if getattr(self._local, "splits", None) is not None:
+            raise RuntimeError("a packed forward inside another one on the same thread")
+        with self._lock:
+            for module in self.modules:
+                count = self._users.get(id(module), 0)
+                if count == 0:
+                    module.forward = _per_sequence_forward(module)  # an instance attribute, removed by the last user
+                self._users[id(module)] = count + 1
+        self._local.splits = self.splits
         return self
 
     def __exit__(self, *exc) -> None:
-        for module in self.modules:
-            del module.forward
+        self._local.splits = None
+        with self._lock:
+            for module in self.modules:
+                count = self._users[id(module)] - 1
+                if count == 0:
+                    del self._users[id(module)]
+                    del module.forward
+                else:
+                    self._users[id(module)] = count
 
-    def _forward_of(self, module: nn.Linear):
-        def forward(inputs: torch.Tensor) -> torch.Tensor:
-            bounds = self.splits.get(inputs.shape[-2]) if inputs.dim() >= 2 else None
-            if bounds is None or len(bounds) <= 2:
-                return F.linear(inputs, module.weight, module.bias)
-            # each sequence's rows as a fresh tensor with the strides a lone sequence's rows have: a
-            # view into the packed rows keeps the packed strides, which send CPU kernels down a slow path
-            return torch.cat([F.linear(inputs[..., start:end, :].clone(memory_format=torch.contiguous_format),
-                                       module.weight, module.bias)
-                              for start, end in zip(bounds[:-1], bounds[1:], strict=True) if end > start], dim=-2)
 
-        return forward
+def _per_sequence_forward(module: nn.Linear):
+    def forward(inputs: torch.Tensor) -> torch.Tensor:
+        splits = getattr(_PerSequenceLinear._local, "splits", None)
+        bounds = splits.get(inputs.shape[-2]) if splits is not None and inputs.dim() >= 2 else None
+        if bounds is None or len(bounds) <= 2:
+            return F.linear(inputs, module.weight, module.bias)
+        # each sequence's rows as a fresh tensor with the strides a lone sequence's rows have: a
+        # view into the packed rows keeps the packed strides, which send CPU kernels down a slow path
+        return torch.cat([F.linear(inputs[..., start:end, :].clone(memory_format=torch.contiguous_format),
+                                   module.weight, module.bias)
+                          for start, end in zip(bounds[:-1], bounds[1:], strict=True) if end > start], dim=-2)
+
+    return forward
+
