@@ -74,9 +74,17 @@ def cost_table(cells: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def models_line(models: dict[str, Any]) -> str:
+    """The report's line naming the models (see ``EvalRunner.models_identity``)."""
+    digest = models.get("memory_weights_sha256")
+    weights = f"{models.get('memory_weights')}" + (f", sha256 of the parameters {digest[:16]}..." if digest else "")
+    return (f"- models: memory model {models.get('memory_model')} with memory weights {weights}; "
+            f"generator {models.get('generator')}; embedder {models.get('embedder')} (all in models.json)")
+
+
 def write_report(directory: str | os.PathLike[str], cells: Sequence[dict[str, Any]], ks: Sequence[int], *,
-                 command: str, plots: Sequence[Path] = ()) -> Path:
-    """Write ``results.md`` beside the results; returns its path."""
+                 command: str, plots: Sequence[Path] = (), models: dict[str, Any] | None = None) -> Path:
+    """Write ``results.md`` beside the results; returns its path. `models`: the runner's models record."""
     scope = {cell["rss_scope"] for cell in cells}
     parts = [
         "# Evaluation results",
@@ -84,6 +92,7 @@ def write_report(directory: str | os.PathLike[str], cells: Sequence[dict[str, An
         f"- command: `{command}`",
         f"- written: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
         f"- machine: {machine_description()}",
+        *([models_line(models)] if models else []),
         "- score: the example's metric, mean x 100; recall: share of gold evidence units found in the evidence "
         "given to the generator (all of it, or its k best-scored pieces), x 100; n/a: the mode gave no "
         "evidence by design (e.g. the memory answering alone); generator tokens: mean prompt tokens per question",

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from memorag import prompts
 from memorag.answer_forms import AnswerForm, AnswerFormError, as_answer_form
 from memorag.config import save_config
+from memorag.embedded import describe_memory_weights
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation import scoring
 from memorag.evaluation.config import (
@@ -137,6 +138,7 @@ class EvalRunner:
         self._injected = models is not None  # given models are named in the fingerprints
         self._meter: MeteredGenerator | None = None
         self.store = ResultStore(config.out_dir)
+        self.models_record: dict[str, Any] | None = None  # set by run()
         self.peak = PeakMemory()
 
     # -- models, loaded when there is work -----------------------------------------------------
@@ -159,6 +161,19 @@ class EvalRunner:
                        embedder_name=models.embedder_name, generator=self.meter)
 
     # -- identity of results ---------------------------------------------------------------------
+    def models_identity(self) -> dict[str, Any]:
+        """The models the answers come from: their names, and the memory weights by the hash of the
+        loaded parameters (a name such as ``auto`` does not say which weights it loaded)."""
+        models = self.models
+        memory = models.memory_model
+        pipeline = self.config.pipeline
+        weights_hash = getattr(memory, "memory_weights_hash", None)
+        return {"memory_model": getattr(memory, "name", None),
+                "memory_weights": ("given" if self._injected
+                                   else describe_memory_weights(pipeline.memory_model, pipeline.memory_weights)),
+                "memory_weights_sha256": weights_hash() if callable(weights_hash) else None,
+                "generator": models.generator.name, "embedder": models.embedder_name}
+
     def fingerprint(self, label: str, task: TaskSpec) -> str:
         """What a cell's results depend on (not the number of examples, nor the length: keys of their own)."""
         cfg = self.config
@@ -177,6 +192,8 @@ class EvalRunner:
     def run(self) -> list[dict[str, Any]]:
         """Run every pending cell; returns the summaries of this configuration's cells."""
         save_config(self.config, Path(self.config.out_dir) / CONFIG_FILE)
+        self.models_record = self.models_identity()
+        self.store.check_models(self.models_record)
         atomic_write_text(Path(self.config.out_dir) / PROMPTS_FILE, json.dumps(prompt_tables(), indent=1,
                                                                                ensure_ascii=False) + "\n")
         wanted: list[CellKey] = []
@@ -352,7 +369,9 @@ def run_evaluation(config: EvalConfig, models: Models | None = None, command: st
     from memorag.evaluation.plots import write_plots
     from memorag.evaluation.report import write_report
 
-    cells = EvalRunner(config, models).run()
+    runner = EvalRunner(config, models)
+    cells = runner.run()
     plots = write_plots(config.out_dir, cells) if config.plots else []
-    report = write_report(config.out_dir, cells, config.recall_k, command=command, plots=plots)
+    report = write_report(config.out_dir, cells, config.recall_k, command=command, plots=plots,
+                          models=runner.models_record)
     return cells, report

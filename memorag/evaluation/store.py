@@ -4,13 +4,14 @@
     OUT/cells.jsonl      a summary per finished cell (mode, task, length), rewritten atomically
     OUT/config.yaml      the resolved configuration of the latest run
     OUT/prompts.json     every prompt of the package (memorag.prompts) as that run used them
+    OUT/models.json      the models the answers came from, the memory weights by the hash of their parameters
 
 A run that stops (killed, out of time, a failing example) keeps every record
 written; the next run over the same folder skips finished cells and, inside an
 unfinished cell, the examples already recorded. A torn last line (a kill in the
 middle of a write) is dropped. Each record and cell carries the fingerprint of
-the settings it was made with; results made with other settings are refused,
-never mixed.
+the settings it was made with; results made with other settings, or with other
+models (``models.json``), are refused, never mixed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ EXAMPLES_FILE = "examples.jsonl"
 CELLS_FILE = "cells.jsonl"
 CONFIG_FILE = "config.yaml"
 PROMPTS_FILE = "prompts.json"  # every prompt of the package, as the run used them
+MODELS_FILE = "models.json"  # the models the answers came from, the memory weights by their hash
 
 CellKey = tuple[str, str, int | None]  # (mode label, task name, context length or None)
 
@@ -95,6 +97,25 @@ class ResultStore:
                 "other settings (pipeline, models, task options, seed or recall settings); use another out_dir, "
                 f"or remove that folder to start over"
             )
+
+    def check_models(self, identity: dict[str, Any]) -> None:
+        """Record the models of this run; refuse a folder whose results came from other models.
+
+        A weights name such as ``auto`` does not say which weights loaded (the shipped ones change
+        when a new memory is shipped), so the memory weights are compared by their hash.
+        """
+        path = self.directory / MODELS_FILE
+        if path.is_file() and (self._records or self._cells):
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+            changed = sorted(key for key in set(recorded) | set(identity) if recorded.get(key) != identity.get(key))
+            if changed:
+                differences = "; ".join(f"{key}: {recorded.get(key)!r} then, {identity.get(key)!r} now"
+                                        for key in changed)
+                raise ResultsMismatchError(
+                    f"{self.directory} holds results made with other models ({differences}); use another "
+                    "out_dir, or remove that folder to start over"
+                )
+        atomic_write_text(path, json.dumps(identity, indent=1, sort_keys=True) + "\n")
 
     def is_finished(self, key: CellKey, fingerprint: str, requested: int) -> bool:
         cell = self._cells.get(key)

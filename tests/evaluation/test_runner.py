@@ -6,9 +6,10 @@ import importlib.util
 import json
 
 import pytest
+import torch
 
 from memorag.evaluation import EvalRunner, run_evaluation
-from memorag.evaluation.store import CELLS_FILE, EXAMPLES_FILE, ResultsMismatchError
+from memorag.evaluation.store import CELLS_FILE, EXAMPLES_FILE, MODELS_FILE, ResultsMismatchError
 
 from .conftest import TEST_SETTINGS, fake_models, make_config
 
@@ -100,6 +101,23 @@ def test_new_modes_run_alone_and_other_settings_are_refused(tmp_path, data_files
                           pipeline={"chunk_tokens": 16, "overlap_tokens": 4, "hits_per_query": 2})
     with pytest.raises(ResultsMismatchError, match="other settings"):
         run_evaluation(changed, models)
+
+
+def test_the_models_are_recorded_and_other_memory_weights_are_refused(tmp_path, data_files):
+    models = fake_models()
+    config = make_config(tmp_path / "out", data_files, modes=["rag"])
+    _cells, report = run_evaluation(config, models, command="pytest")
+    recorded = json.loads((tmp_path / "out" / MODELS_FILE).read_text())
+    digest = models.memory_model.memory_weights_hash()
+    assert recorded == {"memory_model": models.memory_model.name, "memory_weights": "given",
+                        "memory_weights_sha256": digest, "generator": "fake-number", "embedder": "fake-hash"}
+    assert f"sha256 of the parameters {digest[:16]}..." in report.read_text()
+
+    run_evaluation(config, models)  # the same models: resumes
+    with torch.no_grad():  # other memory weights under the same names: the answers would differ
+        next(iter(models.memory_model.memory_parameters().values())).add_(0.5)
+    with pytest.raises(ResultsMismatchError, match="other models .*memory_weights_sha256"):
+        run_evaluation(config, models)
 
 
 def test_unscorable_metric_is_an_error_before_any_question(tmp_path, data_files):
