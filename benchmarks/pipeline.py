@@ -5,6 +5,7 @@
     python benchmarks/pipeline.py --threads 1     # torch threads (default: torch's own choice)
     python benchmarks/pipeline.py --clue-decoding 3   # also: the clue stage one-by-one vs batched, 3 rounds
     python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only   # that comparison alone
+    python benchmarks/pipeline.py --memory-weights untrained   # other memory weights (default: the shipped ones)
 
 `--clue-decoding N` times the clue stage (the memory model writing its clue kinds for the
 question) N times in each of its three decodings, interleaved round by round (the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -63,10 +65,9 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
     each decoding's replies equal one-by-one's; a table on stdout and JSON in `out`."""
     import statistics
 
-    import torch
-
     from memorag.modes.memorag import CLUE_DECODINGS
 
+    load_before = os.getloadavg()
     handler = rag.mode("memorag")
     context = rag.context(handler)
     language = context.language_of(question)
@@ -101,9 +102,9 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
         "median_s": {decoding: round(value, 3) for decoding, value in medians.items()},
         "replies_equal_one_by_one": same,
         "replies": replies,
-        "machine": {"cpu": _cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                    "python": platform.python_version()},
-        "note": "a shared machine (a training run and other jobs were running): rounds interleave the decodings",
+        "memory_weights": weights_description(rag),
+        "machine": machine_description(load_before),
+        "note": "rounds interleave the decodings, so a busy spell on a shared machine slows each alike",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -122,11 +123,30 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def weights_description(rag) -> dict:
+    """Which memory weights the pipeline loaded: in words, and by the hash of their parameters."""
+    from memorag.embedded import describe_memory_weights
+
+    return {"loaded": describe_memory_weights(rag.config.memory_model, rag.config.memory_weights),
+            "parameters_sha256": rag.memory_model.memory_weights_hash()}
+
+
+def machine_description(load_before: tuple[float, float, float]) -> dict:
+    """The processor, versions, threads, and the 1/5/15-minute load averages before and after the run."""
+    import torch
+
+    return {"cpu": _cpu_model(), "python": platform.python_version(), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "load_average_before": [round(v, 2) for v in load_before],
+            "load_average_after": [round(v, 2) for v in os.getloadavg()]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="only the first 16,000 characters")
     parser.add_argument("--threads", type=int, help="torch threads")
     parser.add_argument("--question", default=QUESTION)
+    parser.add_argument("--memory-weights", default="auto",
+                        help="memory weights: auto (the shipped ones), untrained, or a folder")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pipeline.json"))
     parser.add_argument("--clue-decoding", type=int, default=0, metavar="N",
                         help="also time the clue stage N times per decoding (one-by-one, batch, shared), interleaved")
@@ -137,6 +157,7 @@ def main() -> int:
 
     import torch
 
+    load_before = os.getloadavg()
     if args.threads:
         torch.set_num_threads(args.threads)
     from memorag.cli import _quiet_libraries
@@ -151,7 +172,7 @@ def main() -> int:
     stages: dict[str, float] = {}
 
     started = time.perf_counter()
-    rag = MemoRAG()
+    rag = MemoRAG(memory_weights=args.memory_weights)
     rag.memory_model  # noqa: B018 - load now, to time it
     stages["load memory model"] = time.perf_counter() - started
     started = time.perf_counter()
@@ -213,9 +234,9 @@ def main() -> int:
         "clues": answer.clues,
         "settings": {"chunk_tokens": rag.config.chunk_tokens, "evidence_tokens": rag.config.evidence_tokens,
                      "clue_kinds": rag.config.clue_kinds, "clue_max_new_tokens": rag.config.clue_max_new_tokens},
-        "machine": {"python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                    "processor": platform.processor() or platform.machine()},
-        "note": "untrained memory weights; timings on a shared CPU machine vary with its load",
+        "memory_weights": weights_description(rag),
+        "machine": machine_description(load_before),
+        "note": "timings on a shared CPU machine vary with its load (see the load averages)",
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
