@@ -145,17 +145,12 @@ def compare(args, lengths: list[int]) -> None:
               f"{row['before_over_after']:.3f} | {row['after_bound_s']:.1f} | {row['after_bound_s'] / row['after']:.0%} |")
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-compare-{platform.node()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": _processor(),
+    from memorag.machine import cpu_model
+
+    machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": cpu_model(),
                "before": _revision(there), "after": _revision(here), "repeats": args.repeats}
     out.write_text(json.dumps({"machine": machine, "peaks_flop_per_s": peaks, "rows": rows}, indent=2))
     print(f"\nwrote {out}")
-
-
-def _processor() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def main() -> None:
@@ -222,7 +217,10 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     import torch
 
-    machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "torch": torch.__version__,
+    from memorag.machine import cpu_model
+
+    machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": cpu_model(),
+               "torch": torch.__version__,
                "weights": "embedded" if args.embedded else "random (SmolLM2-135M shape)"}
     out.write_text(json.dumps({"machine": machine, "peaks_flop_per_s": peaks, "results": results}, indent=2))
     print(f"\nwrote {out}")

@@ -28,7 +28,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -154,15 +153,16 @@ def main() -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    machine = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-               "torch": torch.__version__, "python": platform.python_version(), "load_average": os.getloadavg(),
-               "environment": {key: value for key, value in os.environ.items()
-                               if key.startswith(("MALLOC_", "ONEDNN_", "DNNL_", "OMP_", "LRU_"))}}
+    environment = {key: value for key, value in os.environ.items()  # as given, before `import memorag` sets any
+                   if key.startswith(("MALLOC_", "ONEDNN_", "DNNL_", "OMP_", "LRU_"))}
+    from memorag.machine import load_average, machine_record
+
+    load_before = load_average()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def write(result: dict) -> None:  # after every corpus, so a stopped run leaves what it measured
-        result["machine"] = {**machine, "load_average_end": os.getloadavg()}
+        result["machine"] = {**machine_record(load_before), "environment": environment}
         out.write_text(json.dumps(result, indent=2) + "\n")
 
     result = run(args.corpora, args.tokens, args.release, args.tracemalloc, clue_tokens=args.clue_tokens,

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from memorag.machine import load_average, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "examples" / "kjv_ruth_esther_jonah.txt"
@@ -67,7 +67,7 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
 
     from memorag.modes.memorag import CLUE_DECODINGS
 
-    load_before = os.getloadavg()
+    load_before = load_average()
     handler = rag.mode("memorag")
     context = rag.context(handler)
     language = context.language_of(question)
@@ -103,7 +103,7 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
         "replies_equal_one_by_one": same,
         "replies": replies,
         "memory_weights": weights_description(rag),
-        "machine": machine_description(load_before),
+        "machine": machine_record(load_before),
         "note": "rounds interleave the decodings, so a busy spell on a shared machine slows each alike",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -112,32 +112,12 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
     return result
 
 
-def _cpu_model() -> str:
-    """`lscpu`'s model name (the processor's marketing name), or the platform's guess."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def weights_description(rag) -> dict:
     """Which memory weights the pipeline loaded: in words, and by the hash of their parameters."""
     from memorag.embedded import describe_memory_weights
 
     return {"loaded": describe_memory_weights(rag.config.memory_model, rag.config.memory_weights),
             "parameters_sha256": rag.memory_model.memory_weights_hash()}
-
-
-def machine_description(load_before: tuple[float, float, float]) -> dict:
-    """The processor, versions, threads, and the 1/5/15-minute load averages before and after the run."""
-    import torch
-
-    return {"cpu": _cpu_model(), "python": platform.python_version(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "load_average_before": [round(v, 2) for v in load_before],
-            "load_average_after": [round(v, 2) for v in os.getloadavg()]}
 
 
 def main() -> int:
@@ -157,7 +137,7 @@ def main() -> int:
 
     import torch
 
-    load_before = os.getloadavg()
+    load_before = load_average()
     if args.threads:
         torch.set_num_threads(args.threads)
     from memorag.cli import _quiet_libraries
@@ -235,7 +215,7 @@ def main() -> int:
         "settings": {"chunk_tokens": rag.config.chunk_tokens, "evidence_tokens": rag.config.evidence_tokens,
                      "clue_kinds": rag.config.clue_kinds, "clue_max_new_tokens": rag.config.clue_max_new_tokens},
         "memory_weights": weights_description(rag),
-        "machine": machine_description(load_before),
+        "machine": machine_record(load_before),
         "note": "timings on a shared CPU machine vary with its load (see the load averages)",
     }
     out = Path(args.out)

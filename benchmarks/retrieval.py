@@ -260,19 +260,6 @@ def run_case(method: str, num_tokens: int) -> dict:
     return {key: round(value, 4) if key.endswith(("_s", "_ms", "_mb")) else value for key, value in result.items()}
 
 
-def machine() -> dict:
-    import torch
-
-    return {
-        "cpu_cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "load_average_1_5_15": [round(load, 2) for load in os.getloadavg()],
-    }
-
-
 def print_tables(results: list[dict]) -> None:
     header = (f"{'method':<13} {'tokens':>9} {'chunks':>7} {'chunk s':>8} {'index s':>8} {'query ms':>9} "
               f"{'peak RSS MB':>12} {'+index MB':>10}")
@@ -318,7 +305,9 @@ def main() -> None:
         print(json.dumps(run_case(args.case[0], int(args.case[1]))))
         return
 
-    machine_before = machine()
+    from memorag.machine import load_average, machine_record
+
+    load_before = load_average()
     results = []
     for num_tokens in args.sizes:
         for method in args.methods:
@@ -339,8 +328,7 @@ def main() -> None:
     report = {
         "benchmark": "retrieval",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine_before,
-        "load_average_after": machine()["load_average_1_5_15"],
+        "machine": {**machine_record(load_before), "platform": platform.platform()},
         "note": (
             "speed/memory proxies on filler text; sizes in all-MiniLM-L6-v2 tokens; query time is for k=100 "
             "(longrag: every chunk scored, units ranked by MaxP), one query per call; a load average above "

@@ -24,7 +24,6 @@ import asyncio
 import json
 import math
 import os
-import platform
 import socket
 import subprocess
 import sys
@@ -163,6 +162,9 @@ def main() -> int:
     if min(args.asks, args.concurrency, args.health_requests, args.chars) < 1 or args.max_seconds <= 0:
         parser.error("counts, --chars and --max-seconds must be positive")
 
+    from memorag.machine import load_average, machine_record
+
+    load_before = load_average()
     deadline = time.monotonic() + args.max_seconds
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -188,8 +190,7 @@ def main() -> int:
     result = {"server_start_s": startup, "memorized": memorized, "rounds": rounds,
               "settings": {"asks": args.asks, "concurrency": args.concurrency, "max_new_tokens": args.max_new_tokens,
                            "max_seconds": args.max_seconds},
-              "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                          "python": platform.python_version(), "load_average_end": os.getloadavg()}}
+              "machine": {**machine_record(load_before), "threads": args.threads}}  # the server's (None: torch's)
     print(f"\nserver start {startup:.1f} s; memorized {memorized['chars']:,} chars ({memorized['memory_tokens']:,} "
           f"tokens) in {memorized['seconds']:.1f} s\n")
     print("| round | requests | failures | requests/s | p50 s | p90 s | p99 s | first token p50 s |")

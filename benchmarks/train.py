@@ -36,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+from memorag.machine import cpu_model
 from memorag.roofline import Shape, bounds, measure_peaks, memorize_scores
 
 VOCAB = 49152  # SmolLM2's vocabulary
@@ -197,15 +198,8 @@ def run_grid(args) -> dict:
                     print(_line(row), flush=True)
             del model
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.processor() or platform.machine(),
-            "cpu": _cpu_name(), "threads": torch.get_num_threads(), "peaks": peaks, "quick": args.quick,
+            "cpu": cpu_model(), "threads": torch.get_num_threads(), "peaks": peaks, "quick": args.quick,
             "settings": {k: v for k, v in vars(args).items() if k not in ("json",)}, "rows": rows}
-
-
-def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 HEADER = ("| stage | precision | window | batch | tokens | s/step | tokens/s | bound tokens/s | share of bound |\n"

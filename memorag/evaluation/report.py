@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memorag.io import atomic_write_text
+from memorag.machine import cpu_model
 
 REPORT_FILE = "results.md"
 _STAGE_ORDER = ("clues", "retrieve", "generate", "total")
@@ -30,11 +31,11 @@ def _length(value: int | None) -> str:
 
 
 def machine_description() -> str:
-    """The machine a run ran on: OS, CPU count, torch threads and device (no host name)."""
+    """The machine a run ran on: OS, processor, CPU count, torch threads and device (no host name)."""
     import torch
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU only"
-    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
+    return (f"{platform.system()} {platform.machine()} ({cpu_model()}), {os.cpu_count()} CPUs, torch {torch.__version__} "
             f"with {torch.get_num_threads()} threads, {device}")
 
 
