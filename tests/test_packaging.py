@@ -51,7 +51,12 @@ def test_the_train_extra_has_lower_bounds_that_the_installed_versions_meet():
 
 
 def test_make_setup_installs_the_train_extra():
-    assert re.search(r'install .*-c \$\(CONSTRAINTS\) -e "\.\[dev,train\]"', (ROOT / "Makefile").read_text())
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^LOCK_EXTRAS := .*--extra dev .*--extra train\b", makefile, re.M)  # what `make lock` resolves
+    assert re.search(r"\$\(UV_INSTALL\) -r requirements/lock\.txt", makefile)  # what `make setup` installs
+    locked = (ROOT / "requirements" / "lock.txt").read_text()
+    for name in ("accelerate", "deepspeed", "datasets", "wandb", "pytest"):
+        assert re.search(rf"^{name}==", locked, re.M), f"{name} is not in requirements/lock.txt"
 
 
 def test_the_readme_training_section_starts_with_the_install_command_and_lists_the_extras():

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from memorag.cache_argument import cache_kwargs
 from memorag.stop_tokens import stop_token_ids
 
 from .base import Generator, GeneratorError
@@ -172,7 +173,7 @@ class LocalGenerator(Generator):
         return self._prefix_token_ids
 
     def _generate(self, input_ids: torch.Tensor, max_new_tokens: int, on_text: Callable[[str], None] | None,
-                  past_key_values=None) -> str:
+                  cache=None) -> str:
         from transformers import GenerationConfig
 
         if self.context_window and input_ids.shape[1] + max_new_tokens > self.context_window:
@@ -198,7 +199,7 @@ class LocalGenerator(Generator):
             attention_mask=torch.ones_like(input_ids),
             generation_config=config,
             streamer=_StreamerAdapter(stream),
-            **({} if past_key_values is None else {"past_key_values": past_key_values}),
+            **cache_kwargs(cache),
         )
         new_ids = [int(token) for token in output[0, input_ids.shape[1] :] if int(token) not in stops]
         stream.ids = new_ids

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import torch
 
+from memorag.cache_argument import cache_kwargs
+
 
 class PrefixCache:
     """The model's key/value cache over one token prefix (the last one asked for).
@@ -40,7 +42,7 @@ class PrefixCache:
     def past_for(self, prefix_ids: Sequence[int]):
         """A copy of the cache over `prefix_ids` (built now if it holds another prefix).
 
-        The copy goes to `model.generate(..., past_key_values=copy)` with the whole
+        The copy goes to `model.generate` as its cache (`memorag.cache_argument`) with the whole
         prompt's ids, which then runs the model over the tokens after the prefix only.
         """
         from transformers import DynamicCache
@@ -52,8 +54,8 @@ class PrefixCache:
             device = next(self.model.parameters()).device
             cache = DynamicCache(config=self.model.config)
             input_ids = torch.tensor([prefix_ids], device=device)  # [1, P]
-            self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), past_key_values=cache,
-                       use_cache=True)
+            self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), use_cache=True,
+                       **cache_kwargs(cache))
             self.token_ids, self._cache = prefix_ids, cache
             self.builds += 1
         self.reuses += 1

@@ -27,6 +27,7 @@ from transformers import GenerationConfig, GenerationMixin
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from memorag.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
 from memorag.stop_tokens import stop_token_ids
 
 from .batch import feed_batch
@@ -40,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 # `generate` options that need a cache that can be reordered, cropped or shared across calls.
 _UNSUPPORTED = {"num_beams": 1, "num_return_sequences": 1, "assistant_model": None, "prompt_lookup_num_tokens": None,
-                "cache_implementation": None, "use_cache": True, "past_key_values": None}
+                "cache_implementation": None, "use_cache": True, "past_key_values": None, "cache": None}
 
 
 class MemoryKVCache(Cache):
@@ -109,15 +110,21 @@ class MemoryDecoder(nn.Module, GenerationMixin):
         """No mixture-of-experts layers to switch kernels for (asked by `generate`)."""
         return {}
 
-    def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, past_key_values: MemoryKVCache | None = None,
+    # Both names of the cache are in the signatures: `generate` checks its keywords against them
+    # and passes the cache as `cache` from transformers 5.24, as `past_key_values` before
+    # (memorag/cache_argument.py).
+    def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, cache: MemoryKVCache | None = None,
+                                      past_key_values: MemoryKVCache | None = None,
                                       attention_mask: torch.Tensor | None = None, **kwargs) -> dict:
-        return {"input_ids": input_ids, "past_key_values": past_key_values, "attention_mask": attention_mask}
+        found = pop_cache({"cache": cache, "past_key_values": past_key_values})
+        return {"input_ids": input_ids, CACHE_ARGUMENT: found, "attention_mask": attention_mask}
 
-    def forward(self, input_ids: torch.LongTensor, past_key_values: MemoryKVCache | None = None,
-                attention_mask: torch.Tensor | None = None, **kwargs) -> CausalLMOutputWithPast:
-        if not isinstance(past_key_values, MemoryKVCache):
+    def forward(self, input_ids: torch.LongTensor, cache: MemoryKVCache | None = None,
+                past_key_values: MemoryKVCache | None = None, attention_mask: torch.Tensor | None = None,
+                **kwargs) -> CausalLMOutputWithPast:
+        cache = pop_cache({"cache": cache, "past_key_values": past_key_values})
+        if not isinstance(cache, MemoryKVCache):
             raise ValueError("the memory model decodes from a MemoryKVCache; call MemoryModel.generate_ids")
-        cache = past_key_values
         new = input_ids[:, cache.consumed :]
         keep = attention_mask[:, cache.consumed :].bool() if attention_mask is not None else None
         first = cache.consumed == 0
@@ -142,7 +149,7 @@ class MemoryDecoder(nn.Module, GenerationMixin):
         elif fed:
             hidden = torch.cat([last[row] for row in fed], dim=0)  # [n, D]
             logits[fed, 0] = model.lm_head(model.final_norm(hidden)).to(logits.dtype)
-        return CausalLMOutputWithPast(logits=logits, past_key_values=cache)
+        return CausalLMOutputWithPast(logits=logits, **cache_kwargs(cache))
 
 
 class _TokenStreamer:
@@ -220,7 +227,7 @@ def decode(
         if seed is not None:
             torch.manual_seed(seed)
         output = decoder.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
-                                  past_key_values=cache, streamer=streamer, **generate_kwargs)
+                                  streamer=streamer, **cache_kwargs(cache), **generate_kwargs)
     results = []
     for row in output[:, width:].tolist():
         ids = []

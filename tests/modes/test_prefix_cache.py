@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from memorag.cache_argument import cache_kwargs
 from memorag.generation import Generator, LocalGenerator
 from memorag.generation.prefix_cache import PrefixCache, common_prefix_length
 from tests.memory.conftest import tiny_base
@@ -90,7 +91,7 @@ def test_prefix_cache_copies_are_independent():
     second = cache.past_for([5, 6, 7, 8])
     assert first is not second and cache.builds == 1 and cache.reuses == 2
     with torch.no_grad():
-        model(input_ids=torch.tensor([[9, 10]]), past_key_values=first, use_cache=True)
+        model(input_ids=torch.tensor([[9, 10]]), use_cache=True, **cache_kwargs(first))
     assert first.get_seq_length() == 6 and second.get_seq_length() == 4
     with pytest.raises(ValueError, match="empty prefix"):
         cache.past_for([])
