@@ -28,6 +28,7 @@ from tests.pipeline.conftest import (  # noqa: E402
 )
 
 SETTINGS = {**ASK_SETTINGS, "chunk_tokens": 16, "overlap_tokens": 4}
+JSON = {"content-type": "application/json"}
 
 
 class FakeSlowGenerator(FakeEchoGenerator):
@@ -114,4 +115,4 @@ def server(tmp_path) -> Iterator[tuple[str, CorpusStore]]:
         yield url, store
 
 
-__all__ = ["FakeSlowGenerator", "fake_store", "read_events", "serving", "topic"]
+__all__ = ["JSON", "FakeSlowGenerator", "fake_store", "read_events", "serving", "topic"]

@@ -75,7 +75,7 @@ def test_serve_answers_a_real_http_client_with_the_embedded_models(tmp_path):
         assert set(clues["raw"]) == {"spans", "questions", "draft"}
         listed = httpx.get(f"{url}/corpora").json()["corpora"]
         assert [(corpus["name"], corpus["documents"]) for corpus in listed] == [("ruth", ["ruth1"])]
-        bad = httpx.post(f"{url}/corpora/ruth/ask", content=b"{not json")
+        bad = httpx.post(f"{url}/corpora/ruth/ask", content=b"{not json", headers={"content-type": "application/json"})
         assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
         assert httpx.delete(f"{url}/corpora/ruth").json() == {"deleted": "ruth"}
         assert json.loads(httpx.get(f"{url}/corpora").text) == {"corpora": []}
