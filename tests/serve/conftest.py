@@ -65,7 +65,8 @@ class FakeSlowGenerator(FakeEchoGenerator):
 
 def fake_store(root, generator: Generator | None = None, **kwargs) -> CorpusStore:
     """A store over a tiny random memory model, the fake hashed embedder and a fake generator."""
-    return CorpusStore(root, SETTINGS, memory_model=tiny_model(), embedder=FakeHashEmbedder(),
+    return CorpusStore(root, SETTINGS, memory_model=kwargs.pop("memory_model", None) or tiny_model(),
+                       embedder=FakeHashEmbedder(),
                        embedder_name="fake-hash", generator=generator or FakeEchoGenerator(), **kwargs)
 
 
