@@ -180,7 +180,7 @@ def fault_run(store: str, port: int, args, deadline: float) -> dict:
                     client.post(f"/corpora/{target}/memorize",
                                 json={"documents": [{"id": "old", "text": old}]}).raise_for_status()
                 body = {"documents": [{"id": "new", "text": new}], "overwrite": kind == "overwrite"}
-                sender = threading.Thread(target=lambda: _post_quietly(url, f"/corpora/{target}/memorize", body))
+                sender = threading.Thread(target=_post_quietly, args=(url, f"/corpora/{target}/memorize", body))
                 sender.start()
                 time.sleep(fraction * memorize_s)
                 os.kill(process.pid, signal.SIGKILL)
