@@ -1,7 +1,16 @@
-"""A bounded load test of `memorag serve` on the loopback address, with the embedded models.
+"""Bounded load and fault runs of `memorag serve` on the loopback address, with the embedded models.
 
     python benchmarks/serve.py                                  # 24 asks, 4 clients at a time; stops within --max-seconds
     python benchmarks/serve.py --asks 8 --concurrency 2 --max-seconds 300
+    python benchmarks/serve.py --run mixed --clients 16 --seconds 60   # -> benchmarks/results/serve_load.json
+    python benchmarks/serve.py --run fault --trials 3                  # -> benchmarks/results/serve_fault.json
+
+`--run mixed` (benchmarks/serve_runs.py): `--clients` clients for `--seconds`, each sending
+asks (rag and memorag modes, streamed), clues and small memorizes over three corpora in
+turn; requests served, p50/p95 latency per kind, errors, the server's peak RSS.
+`--run fault`: the server killed with SIGKILL during memorizes (at fractions of a measured
+memorize's duration), restarted, and the store checked: every corpus lists and answers,
+and the interrupted write is whole or absent.
 
 Starts `memorag serve` in a subprocess on 127.0.0.1 (a free port, a temporary store),
 memorizes the first `--chars` characters of the demo text into one corpus, then runs
@@ -157,8 +166,18 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32, help="longest answer, in tokens (default 32)")
     parser.add_argument("--max-seconds", type=float, default=900, help="stop after this many seconds (default 900)")
     parser.add_argument("--threads", type=int, help="torch threads in the server (default: torch's own choice)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "serve.json"))
+    parser.add_argument("--out", help="JSON output (default: benchmarks/results/serve.json, serve_load.json or "
+                                      "serve_fault.json by --run)")
+    parser.add_argument("--run", choices=("rounds", "mixed", "fault"), default="rounds")
+    parser.add_argument("--clients", type=int, default=16, help="--run mixed: clients at once (default 16)")
+    parser.add_argument("--seconds", type=float, default=60, help="--run mixed: seconds of load (default 60)")
+    parser.add_argument("--trials", type=int, default=3, help="--run fault: kills (default 3)")
     args = parser.parse_args()
+    if args.run != "rounds":
+        from serve_runs import run  # benchmarks/serve_runs.py
+
+        return run(args)
+    args.out = args.out or str(ROOT / "benchmarks" / "results" / "serve.json")
     if min(args.asks, args.concurrency, args.health_requests, args.chars) < 1 or args.max_seconds <= 0:
         parser.error("counts, --chars and --max-seconds must be positive")
 

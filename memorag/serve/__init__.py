@@ -1,6 +1,9 @@
 """`memorag serve`: an HTTP API over named corpora saved in one folder, sharing one set of models.
 
 Modules: `store` (the corpora and the shared models), `worker` (one thread for all model
-work), `app` (the Starlette routes, JSON errors, server-sent events), `command` (the
-`memorag serve` command). Needs the `[serve]` extra (starlette, uvicorn).
+work, jobs cancelled at safe points), `guard` (Host, Origin, API key, content type and
+body size, before any route), `limits` (what one request may ask), `bodies` (request
+bodies checked before any model work), `responses` (error replies without internals),
+`app` (the Starlette routes, server-sent events), `command` (the `memorag serve`
+command). Needs the `[serve]` extra (starlette, uvicorn).
 """

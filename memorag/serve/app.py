@@ -1,4 +1,4 @@
-"""The HTTP API of `memorag serve` (a Starlette ASGI app).
+"""The HTTP API of `memorag serve` (a Starlette ASGI app behind `guard.Guard`).
 
     GET    /health                       {"status": "ok", "models": {...}, "pending": N, "loaded": [...]}
     GET    /corpora                      {"corpora": [{"name", "documents", "num_chunks", "memory_tokens", "loaded"}]}
@@ -11,153 +11,100 @@
 A streamed ask sends `clues` (a list), `evidence` (a list of {chunk_id, doc_id, title,
 start_char, end_char, num_tokens, score, queries, text}), one `token` event per piece of
 the answer ({"text": ...}), and last `answer` (the whole `Answer`) or `error`; with
-"stream": false it returns the answer as one JSON object. Errors are JSON,
-{"error": MESSAGE, "type": NAME}, with the message the command line prints:
-400 for bad input (the CLI's exit status 2), 404 for an unknown corpus, 409 for a
-conflicting document, 500 otherwise. An ask that fails before its first event
-answers with the error's status; one that fails later ends its stream with an
-`error` event. A client that disconnects mid-stream stops its generation at the
-next token.
+"stream": false it returns the answer as one JSON object. Errors are described in
+`memorag.serve.responses`. An ask that fails before its first event answers with the
+error's status; one that fails later ends its stream with an `error` event.
 
-All model work runs on one worker thread (`ModelWorker`), so requests queue up and
-the models load once.
+All model work runs as jobs on one worker thread (`ModelWorker`), so requests queue up
+and the models load once. While a request waits for its job the app listens for its
+client: a client that leaves has its job dropped before it starts, or stopped at the
+next safe point (the next token, window or batch) if it has started.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memorag.errors import is_usage_error
-from memorag.pipeline import DocumentConflictError, InputError, SaveFormatError
-from memorag.retrieval.chunking import Document
+from memorag.pipeline import SaveFormatError
+from memorag.serve.bodies import documents_from, field, parse_body, query_from
+from memorag.serve.guard import AccessPolicy, Guard, clip
+from memorag.serve.limits import ServeLimits
+from memorag.serve.responses import error_body, error_response, error_status, sse
 from memorag.serve.store import CorpusNotFoundError, CorpusStore, check_name
-from memorag.serve.worker import ModelWorker
+from memorag.serve.worker import Job, JobCancelled, ModelWorker
 
 logger = logging.getLogger("memorag.serve")
 
-MAX_BODY_BYTES = 64 * 2**20
+CLIENT_LEFT = "the client left"
 
 
-class StreamClosed(Exception):
-    """Raised inside a generation whose client has gone, to stop it."""
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready; nobody reads the response."""
 
 
-# ----------------------------------------------------------------------------------------------
-# errors and request bodies
+async def wait_for_disconnect(request: Request) -> None:
+    """Return when the client disconnects (call only once the body has been read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
-def error_status(error: BaseException) -> int:
-    if isinstance(error, CorpusNotFoundError):
-        return 404
-    if isinstance(error, DocumentConflictError):
-        return 409
-    return 400 if is_usage_error(error) else 500
+async def first_done(*awaitables: Awaitable) -> None:
+    await asyncio.wait([asyncio.ensure_future(item) for item in awaitables], return_when=asyncio.FIRST_COMPLETED)
 
 
-def error_body(error: BaseException) -> dict[str, str]:
-    return {"error": str(error) or type(error).__name__, "type": type(error).__name__}
-
-
-def error_response(error: BaseException) -> JSONResponse:
-    status = error_status(error)
-    if status == 500:
-        logger.error("request failed", exc_info=error)
-    return JSONResponse(error_body(error), status_code=status)
-
-
-async def read_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise InputError(f"the request body has {len(raw):,} bytes; send at most {MAX_BODY_BYTES:,}")
-    if not raw.strip():
-        raise InputError("the request body is empty; send a JSON object")
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"the request body is not valid JSON ({error}); send a JSON object") from error
-    if not isinstance(body, dict):
-        raise InputError(f"the request body is a JSON {type(body).__name__}; send a JSON object")
-    return body
-
-
-_JSON_TYPES = {str: "a string", bool: "true or false", list: "a list", dict: "an object"}
-
-
-def field(body: dict[str, Any], name: str, kind: type, default: Any = None, required: bool = False) -> Any:
-    """`body[name]`, checked to be of `kind` (None/absent gives `default`)."""
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise InputError(f"the request needs {name!r} ({_JSON_TYPES[kind]})")
-        return default
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise InputError(f"{name!r} must be {_JSON_TYPES[kind]}, not {type(value).__name__} {json.dumps(value)[:40]}")
-    return value
-
-
-def documents_from(body: dict[str, Any]) -> list[Document]:
-    text = field(body, "text", str)
-    items = field(body, "documents", list)
-    if (text is None) == (items is None):
-        raise InputError("send either 'text' (a string) or 'documents' (a list of {id, title, text})")
-    if text is not None:
-        if not text.strip():
-            raise InputError("the text is empty; give a text with some content")
-        from memorag.pipeline import as_documents
-
-        return as_documents(text)
-    if not items:
-        raise InputError("nothing to memorize: the list of documents is empty")
-    documents = []
-    for position, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise InputError(f"documents[{position}] must be an object with 'id' and 'text'")
-        doc_id = field(item, "id", str, required=True)
-        text = field(item, "text", str, required=True)
-        if not doc_id.strip():
-            raise InputError(f"documents[{position}] has an empty id")
-        if not text.strip():
-            raise InputError(f"document {doc_id!r} is empty; give a text with some content")
-        documents.append(Document(id=doc_id, title=field(item, "title", str, default=""), text=text))
-    return documents
-
-
-def sse(event: str, data: Any) -> bytes:
-    """One server-sent event; `data` as one line of JSON."""
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-# ----------------------------------------------------------------------------------------------
-# the app
-
-
-def create_app(store: CorpusStore, worker: ModelWorker | None = None) -> Starlette:
-    """The API over `store`; all model work runs on `worker` (one is made if not given)."""
-    worker = worker or ModelWorker()
+def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: ServeLimits | None = None,
+               policy: AccessPolicy | None = None) -> Starlette:
+    """The API over `store`, behind `policy` (default: loopback names only, no key); all model
+    work runs on `worker` (one is made with `limits.job_timeout` if not given)."""
+    limits = limits or ServeLimits()
+    policy = policy or AccessPolicy.for_address("127.0.0.1", limits.max_body_bytes)
+    worker = worker or ModelWorker(limits.job_timeout)
+    for module in store.model_modules():
+        worker.watch(module)
 
     def handle(endpoint: Callable) -> Callable:
         async def wrapped(request: Request) -> Response:
             try:
                 return await endpoint(request)
+            except ClientGone:
+                return Response(status_code=204)  # nobody is there to read it
             except Exception as error:
-                return error_response(error)
+                return error_response(error, store.root)
 
         return wrapped
 
+    async def read_body(request: Request) -> dict[str, Any]:
+        return parse_body(await request.body(), limits)
+
+    async def run_job(request: Request, function: Callable, *args: Any, **kwargs: Any) -> Any:
+        """`function`'s result, run as a job that is cancelled if the client leaves before it ends."""
+        job = worker.submit(function, *args, **kwargs)
+        watcher = asyncio.ensure_future(wait_for_disconnect(request))
+        try:
+            await first_done(job.future, watcher)
+        finally:
+            watcher.cancel()
+        if not job.future.done():
+            job.cancel(CLIENT_LEFT)
+            logger.info("client left; cancelled %s on %s", function.__name__, request.url.path)
+            raise ClientGone
+        return job.future.result()
+
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "models": store.describe_models(), "pending": worker.pending,
-                             "loaded": store.loaded})
+        reply = {"status": "ok", "models": store.describe_models(), "pending": worker.pending}
+        if policy.key_matches(request.headers.get("authorization")):  # corpus names need the key, when set
+            reply["loaded"] = store.loaded
+        return JSONResponse(reply)
 
     async def list_corpora(request: Request) -> Response:
         corpora = []
@@ -176,69 +123,82 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None) -> Starlet
         body = await read_body(request)
         documents = documents_from(body)
         overwrite = field(body, "overwrite", bool, default=False)
-        report = await worker.run(store.memorize, name, documents, overwrite)
+        report = await run_job(request, store.memorize, name, documents, overwrite, limits.max_memorize_tokens)
         return JSONResponse({**report.to_dict(), "corpus": store.describe(name)})
 
     async def clues(request: Request) -> Response:
         name = check_name(request.path_params["name"])
         body = await read_body(request)
-        query = field(body, "query", str, required=True)
+        query = query_from(body, limits)
         task = field(body, "task", str, default="memorag")
-        found, raw = await worker.run(store.clues, name, query, task)
+        found, raw = await run_job(request, store.clues, name, query, task)
         return JSONResponse({"query": query, "task": task, "clues": found, "raw": raw})
 
     async def delete(request: Request) -> Response:
         name = check_name(request.path_params["name"])
-        await worker.run(store.delete, name)
+        await run_job(request, store.delete, name)
         return JSONResponse({"deleted": name})
+
+    def safe_point(piece: str) -> None:
+        worker.check()
 
     async def ask(request: Request) -> Response:
         name = check_name(request.path_params["name"])
         body = await read_body(request)
-        query = field(body, "query", str, required=True)
+        query = query_from(body, limits)
         task = field(body, "task", str)
         mode = field(body, "mode", str)
         if not field(body, "stream", bool, default=True):
-            answer = await worker.run(store.ask, name, query, task, mode)
+            answer = await run_job(request, store.ask, name, query, task, mode, on_text=safe_point)
             return JSONResponse(answer.to_dict())
-        return await stream_answer(name, query, task, mode)
+        return await stream_answer(request, name, query, task, mode)
 
-    async def stream_answer(name: str, query: str, task: str | None, mode: str | None) -> Response:
+    async def stream_answer(request: Request, name: str, query: str, task: str | None, mode: str | None) -> Response:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
-        closed = threading.Event()
         done = object()
 
         def emit(event: Any, data: Any = None) -> None:
             loop.call_soon_threadsafe(events.put_nowait, (event, data))
 
         def on_text(piece: str) -> None:
-            if closed.is_set():
-                raise StreamClosed
+            worker.check()  # a safe point: the client left, the time limit, the server stopping
             emit("token", {"text": piece})
 
-        def job() -> None:
+        def answer() -> None:
             try:
-                if closed.is_set():  # the client left while the ask was queued
-                    return
-                answer = store.ask(
+                result = store.ask(
                     name, query, task, mode, on_text=on_text,
                     on_clues=lambda clues: emit("clues", clues),
                     on_evidence=lambda evidence: emit("evidence", [item.to_dict() for item in evidence]),
                 )
-                emit("answer", answer.to_dict())
-            except StreamClosed:
-                logger.info("client left; stopped the answer to %r on %s", query, name)
+                emit("answer", result.to_dict())
             except Exception as error:  # reported to the client, in the stream or as the response
+                if isinstance(error, JobCancelled):
+                    logger.info("stopped the answer on %s: %s", name, error)
                 emit("error", error)
             finally:
                 emit(done)
 
-        worker.submit(job)
-        first = await events.get()
+        job: Job = worker.submit(answer)
+        getter = asyncio.ensure_future(events.get())
+        watcher = asyncio.ensure_future(wait_for_disconnect(request))
+        try:
+            await first_done(getter, job.future, watcher)
+            if not getter.done() and job.future.done() and job.future.exception() is None:
+                await getter  # `answer` ran, so its first event is already on its way
+        finally:
+            watcher.cancel()
+        if not getter.done():
+            getter.cancel()
+            if job.future.done():  # dropped before it started (`answer` itself raises nothing)
+                return error_response(job.future.exception(), store.root)
+            job.cancel(CLIENT_LEFT)
+            logger.info("client left while its ask on %s was queued; dropped it", name)
+            raise ClientGone
+        first = getter.result()
         if first[0] == "error":
-            await events.get()  # the end marker
-            return error_response(first[1])
+            return error_response(first[1], store.root)
 
         async def stream() -> AsyncIterator[bytes]:
             item = first
@@ -248,21 +208,21 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None) -> Starlet
                     if event == "error":
                         if error_status(data) == 500:
                             logger.error("ask failed mid-stream", exc_info=data)
-                        data = error_body(data)
+                        data = error_body(data, store.root)
                     yield sse(event, data)
                     item = await events.get()
             finally:
-                closed.set()
+                job.cancel(CLIENT_LEFT)  # a no-op once the job has ended
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": f"no route {request.method} {request.url.path}; see GET /health and the "
-                                      "README's `memorag serve` section", "type": "NotFound"}, status_code=404)
+        return JSONResponse({"error": f"no route {request.method} {clip(request.url.path)}; see GET /health and "
+                                      "the README's `memorag serve` section", "type": "NotFound"}, status_code=404)
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": f"{request.method} is not allowed on {request.url.path}",
+        return JSONResponse({"error": f"{request.method} is not allowed on {clip(request.url.path)}",
                              "type": "MethodNotAllowed"}, status_code=405)
 
     routes = [
@@ -274,11 +234,13 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None) -> Starlet
         Route("/corpora/{name}/ask", handle(ask), methods=["POST"]),
         Route("/corpora/{name}/clues", handle(clues), methods=["POST"]),
     ]
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        worker.shutdown()
+        await asyncio.to_thread(worker.shutdown)
 
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan)
-    app.state.store, app.state.worker = store, worker
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan,
+                    middleware=[Middleware(Guard, policy=policy)])
+    app.state.store, app.state.worker, app.state.limits, app.state.policy = store, worker, limits, policy
     return app

@@ -44,11 +44,17 @@ class CorpusNotFoundError(PipelineError):
     """A corpus name the store does not hold."""
 
 
+class WorkTooLargeError(InputError):
+    """A request for more work than the server's limits allow (HTTP 413)."""
+
+
 def check_name(name: str) -> str:
     """`name` if it is a valid corpus name (it becomes a folder name), else InputError."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        shown = repr(name[:64]) + f"... ({len(name):,} characters)" if isinstance(name, str) and len(name) > 64 \
+            else repr(name)
         raise InputError(
-            f"corpus name {name!r} is not allowed; use 1-64 letters, digits, '.', '_' or '-', starting with a "
+            f"corpus name {shown} is not allowed; use 1-64 letters, digits, '.', '_' or '-', starting with a "
             "letter or digit"
         )
     return name
@@ -81,6 +87,37 @@ class CorpusStore:
             models.embedder  # noqa: B018
         models.generator.check()
         return self.describe_models()
+
+    def model_modules(self) -> list[Any]:
+        """The torch modules that do the model work, for the worker's safe points: the memory
+        model's first layer (one call per memorized window or generated token, the generator's
+        too when it shares the memory model's base), a separate local generator's model, the embedder."""
+        import torch
+
+        models = self._models
+        modules = [models.memory_model.layers[0]]
+        generator_model = getattr(models.generator, "model", None)
+        if isinstance(generator_model, torch.nn.Module) and not getattr(models.generator, "shared", False):
+            modules.append(generator_model)
+        if models.config.retriever != "bm25" and isinstance(models.embedder, torch.nn.Module):
+            modules.append(models.embedder)
+        return modules
+
+    def check_size(self, documents: list[Document], max_tokens: int) -> int:
+        """The tokens `documents` hold (titles included), refused beyond `max_tokens` before any
+        model work; counted with the memory model's tokenizer, stopping as soon as it is over."""
+        tokenizer = self._models.tokenizer
+        total = 0
+        for document in documents:
+            for text in (document.title, document.text):
+                if text:
+                    total += len(tokenizer(text, add_special_tokens=False)["input_ids"])
+            if total > max_tokens:
+                raise WorkTooLargeError(
+                    f"the documents hold more than {max_tokens:,} tokens ({total:,} so far); this server memorizes "
+                    f"at most {max_tokens:,} per request (--max-memorize-tokens): send them in smaller requests"
+                )
+        return total
 
     def describe_models(self) -> dict[str, str]:
         config = self._models.config
@@ -149,21 +186,27 @@ class CorpusStore:
         if evicted:
             release_memory()
 
-    def memorize(self, name: str, documents: list[Document], overwrite: bool = False) -> MemorizeReport:
-        """Add `documents` to the corpus (made if new, or replaced with `overwrite`) and save it."""
+    def memorize(self, name: str, documents: list[Document], overwrite: bool = False,
+                 max_tokens: int | None = None) -> MemorizeReport:
+        """Add `documents` to the corpus (made if new, or replaced with `overwrite`) and save it.
+
+        `max_tokens`: refuse (`WorkTooLargeError`) documents holding more tokens, before any model work.
+        If anything fails or the job is cancelled, the corpus stays as last saved."""
+        if max_tokens is not None:
+            self.check_size(documents, max_tokens)
         path = self.path(name)
         if overwrite or not is_saved_pipeline(path):
             self.drop(name)
             rag = MemoRAG(self._models.config, **self._shared())
         else:
             rag = self.pipeline(name)
-        report = rag.memorize(documents, show_progress=False)
-        if report.added:
-            try:
+        try:
+            report = rag.memorize(documents, show_progress=False)
+            if report.added:
                 rag.save(path)
-            except BaseException:
-                self.drop(name)  # the save on disk is the old one (saves are atomic); forget the new state
-                raise
+        except BaseException:
+            self.drop(name)  # a half-built index or the unsaved new state; the save on disk is whole (atomic)
+            raise
         self._keep(name, rag)
         release_memory()
         return report
@@ -177,9 +220,15 @@ class CorpusStore:
                                        on_evidence=on_evidence)
 
     def clues(self, name: str, query: str, task: str = "memorag") -> tuple[list[str], dict[str, str]]:
+        """The memory's clues for `query`; like `ask`, a query that leaves the generator's window no
+        room for evidence is refused before any model work."""
         if not isinstance(query, str) or not query.strip():
             raise InputError("the query is empty; ask something")
-        return self.pipeline(name).clues(query, task)
+        rag = self.pipeline(name)
+        if task in ("memorag", "summarize"):  # other tasks are refused by `clues` itself
+            context = rag.context("memorag")
+            context.evidence.room_for_evidence(query.strip(), task, context.language_of(query.strip()))
+        return rag.clues(query, task)
 
     def drop(self, name: str) -> None:
         """Forget the corpus's pipeline in memory (its folder stays)."""

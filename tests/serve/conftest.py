@@ -28,6 +28,7 @@ from tests.pipeline.conftest import (  # noqa: E402
 )
 
 SETTINGS = {**ASK_SETTINGS, "chunk_tokens": 16, "overlap_tokens": 4}
+JSON = {"content-type": "application/json"}
 
 
 class FakeSlowGenerator(FakeEchoGenerator):
@@ -64,7 +65,8 @@ class FakeSlowGenerator(FakeEchoGenerator):
 
 def fake_store(root, generator: Generator | None = None, **kwargs) -> CorpusStore:
     """A store over a tiny random memory model, the fake hashed embedder and a fake generator."""
-    return CorpusStore(root, SETTINGS, memory_model=tiny_model(), embedder=FakeHashEmbedder(),
+    return CorpusStore(root, SETTINGS, memory_model=kwargs.pop("memory_model", None) or tiny_model(),
+                       embedder=FakeHashEmbedder(),
                        embedder_name="fake-hash", generator=generator or FakeEchoGenerator(), **kwargs)
 
 
@@ -75,9 +77,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(store: CorpusStore) -> Iterator[str]:
-    """Run the app with uvicorn on 127.0.0.1 in a thread; yields its base URL, stops it after."""
-    server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=free_port(),
+def serving(store: CorpusStore, **app_options) -> Iterator[str]:
+    """Run the app (`create_app(store, **app_options)`) with uvicorn on 127.0.0.1 in a thread; yields
+    its base URL, stops it after."""
+    server = uvicorn.Server(uvicorn.Config(create_app(store, **app_options), host="127.0.0.1", port=free_port(),
                                            log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()
@@ -91,6 +94,35 @@ def serving(store: CorpusStore) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+def raw_request(url: str, head: str, body: bytes = b"", timeout: float = 10) -> tuple[int, bytes]:
+    """Send `head` (request line and headers, CRLF-separated, without the blank line) and `body` over
+    a plain socket; the response's status and raw bytes (read until the server closes or `timeout`)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+        connection.sendall(head.encode("latin-1") + b"\r\n\r\n" + body)
+        received = b""
+        deadline = time.monotonic() + timeout
+        while b"\r\n\r\n" not in received or not _complete(received):
+            if time.monotonic() > deadline:
+                break
+            try:
+                piece = connection.recv(65536)
+            except TimeoutError:
+                break
+            if not piece:
+                break
+            received += piece
+    return int(received.split(b" ", 2)[1]) if received else 0, received
+
+
+def _complete(response: bytes) -> bool:
+    head, _, body = response.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":")[1])
+    return False
 
 
 def read_events(response) -> list[tuple[str, object]]:
@@ -114,4 +146,4 @@ def server(tmp_path) -> Iterator[tuple[str, CorpusStore]]:
         yield url, store
 
 
-__all__ = ["FakeSlowGenerator", "fake_store", "read_events", "serving", "topic"]
+__all__ = ["JSON", "FakeSlowGenerator", "fake_store", "raw_request", "read_events", "serving", "topic"]

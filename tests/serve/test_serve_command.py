@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memorag.cli import main as cli_main
+from memorag.serve.command import exposure
 from tests.serve.conftest import free_port, read_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +26,31 @@ def test_serve_help_names_the_api():
                             text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0
     assert "--store" in result.stdout and "/corpora/NAME/ask" in result.stdout and "--max-loaded" in result.stdout
+    for option in ("--api-key", "--allow-host", "--allow-origin", "--allow-public-without-key", "--max-body-mb",
+                   "--max-memorize-tokens", "--max-query-chars", "--job-timeout", "--max-connections"):
+        assert option in result.stdout, option
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--host", "0.0.0.0"], "--host 0.0.0.0 is reachable from other machines and no API key is set"),
+    (["--host", "192.168.1.2", "--api-key", ""], "no API key is set"),
+    (["--allow-origin", "example.com"], "'example.com' is not an origin"),
+    (["--max-body-mb", "0"], "max_body_bytes=0 must be at least 1"),
+    (["--job-timeout", "-1"], "job_timeout=-1.0 must be positive"),
+])
+def test_serve_refuses_unsafe_or_bad_options_before_loading_models(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.delenv("MEMORAG_SERVE_API_KEY", raising=False)
+    assert cli_main(["serve", "--store", str(tmp_path), *argv]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "loading the models" not in error, error
+
+
+def test_the_startup_line_says_how_the_server_is_exposed():
+    hosts = frozenset({"localhost", "127.0.0.1", "::1"})
+    assert "this machine only (loopback); no API key" in exposure("127.0.0.1", 8000, None, hosts)
+    public = exposure("0.0.0.0", 8000, "key", hosts | {"myserver.lan"})
+    assert "other machines too" in public and "needs the API key" in public and "myserver.lan" in public
+    assert exposure("::", 8000, None, hosts).startswith("WARNING: serving http://[::]:8000")
 
 
 def test_serve_refuses_bad_arguments_before_loading_models(tmp_path):
@@ -75,7 +102,7 @@ def test_serve_answers_a_real_http_client_with_the_embedded_models(tmp_path):
         assert set(clues["raw"]) == {"spans", "questions", "draft"}
         listed = httpx.get(f"{url}/corpora").json()["corpora"]
         assert [(corpus["name"], corpus["documents"]) for corpus in listed] == [("ruth", ["ruth1"])]
-        bad = httpx.post(f"{url}/corpora/ruth/ask", content=b"{not json")
+        bad = httpx.post(f"{url}/corpora/ruth/ask", content=b"{not json", headers={"content-type": "application/json"})
         assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
         assert httpx.delete(f"{url}/corpora/ruth").json() == {"deleted": "ruth"}
         assert json.loads(httpx.get(f"{url}/corpora").text) == {"corpora": []}
@@ -87,3 +114,4 @@ def test_serve_answers_a_real_http_client_with_the_embedded_models(tmp_path):
             server.kill()
             server.wait()
     assert server.returncode in (0, -15)
+    assert "to this machine only (loopback); no API key" in server.stdout.read()

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from memorag.cli import main as cli_main
-from tests.serve.conftest import FakeSlowGenerator, fake_store, read_events, serving, topic
+from tests.serve.conftest import JSON, FakeSlowGenerator, fake_store, read_events, serving, topic
 
 
 def memorize(url: str, name: str, **body) -> httpx.Response:
@@ -94,8 +94,8 @@ def test_bad_input_gets_json_errors_with_the_cli_messages(server, capsys):
     assert "either 'text'" in error(memorize(url, "other", text="a", documents=[{"id": "a", "text": "b"}]), 400)
     assert "no corpus named 'nothing'" in error(httpx.post(f"{url}/corpora/nothing/ask", json={"query": "x"}), 404)
     assert "no corpus named" in error(httpx.delete(f"{url}/corpora/nothing"), 404)
-    assert "not valid JSON" in error(httpx.post(ask, content=b'{"query": '), 400)
-    assert "body is empty" in error(httpx.post(ask, content=b""), 400)
+    assert "not valid JSON" in error(httpx.post(ask, content=b'{"query": ', headers=JSON), 400)
+    assert "body is empty" in error(httpx.post(ask, content=b"", headers=JSON), 400)
     assert "JSON list; send a JSON object" in error(httpx.post(ask, json=["query"]), 400)
     assert "'query' must be a string, not int" in error(httpx.post(ask, json={"query": 5}), 400)
     assert "'stream' must be true or false" in error(httpx.post(ask, json={"query": "x", "stream": "yes"}), 400)
