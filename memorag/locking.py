@@ -35,7 +35,11 @@ _held: dict[str, int] = {}  # lock file path -> depth, for the locks this proces
 
 
 class SaveLockedError(RuntimeError):
-    """Another writer holds a save's lock for longer than we were willing to wait."""
+    """Another writer holds a save's lock for longer than we were willing to wait; `holder` says who."""
+
+    def __init__(self, message: str, holder: str = "another process") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def lock_path(directory: str | os.PathLike[str]) -> Path:
@@ -52,7 +56,7 @@ def _describe_holder(handle) -> str:
         holder = {}
     if not holder:
         return "another process"
-    since = time.strftime("%H:%M:%S", time.localtime(holder.get("since", 0)))
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder.get("since", 0)))
     return f"process {holder.get('pid')} on {holder.get('host')} ({holder.get('command', '?')}, since {since})"
 
 
@@ -113,7 +117,8 @@ def save_lock(
             if waited >= wait:
                 raise SaveLockedError(
                     f"{directory} is being written by {holder}; gave up after waiting {waited:.0f} s. Run the "
-                    f"command again when that writer is done (it holds {path}), or wait longer (--wait SECONDS)"
+                    f"command again when that writer is done (it holds {path}), or wait longer (--wait SECONDS)",
+                    holder,
                 ) from None
             if told is None or time.monotonic() - told >= NOTICE_SECONDS:
                 notify(f"waiting for {holder} to finish writing {directory} (at most {wait:.0f} s)...")

@@ -6,7 +6,8 @@ A checkpoint is a folder `output_dir/checkpoint-STEP/` holding
                                                      MemoryModel.from_pretrained(base, memory_weights=DIR))
     train_config.yaml                                the resolved TrainConfig
     data_state.json                                  the data stream's exact position
-    trainer_state.json                               step and totals (written last)
+    trainer_state.json                               step and totals, the size and sha256 of every
+                                                     other file (written last)
     optimizer.pt                                     optimizer and LR scheduler state
     deepspeed/                                       the DeepSpeed engine's optimizer state, under DeepSpeed
     rng_state_RANK.pt                                python / numpy / torch (and CUDA) RNG states per process
@@ -17,6 +18,9 @@ is renamed to `checkpoint-STEP` only when every process has finished; then the
 checkpoints beyond `keep_last` are removed. A kill at any moment leaves either the
 previous state or the new complete one: a `.partial` folder is never read, and is
 removed by the next save.
+
+Resume verifies a checkpoint against the sizes and hashes its trainer state records
+(`memorag.training.resume`), so a file damaged after it was written is named, not loaded.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from memorag.io import atomic_write_text
+from memorag.io import atomic_write_text, sha256_file
+
+from .errors import TrainingInputError
 
 PREFIX = "checkpoint-"
 LATEST = "latest"
@@ -44,12 +50,13 @@ DEEPSPEED_DIR = "deepspeed"
 DEEPSPEED_TAG = "state"
 STATE_FORMAT = "memorag-trainer-state"
 STATE_VERSION = 1
+FILES = "files"  # the trainer state's manifest of the other files (absent in checkpoints written before it)
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 _REQUIRED = (TRAINER_STATE, DATA_STATE, TRAIN_CONFIG, "memory_weights.safetensors", "memory_config.json")
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be resumed from."""
+class CheckpointError(TrainingInputError):
+    """A checkpoint that cannot be resumed from (missing, incomplete, damaged, of another stage)."""
 
 
 def checkpoint_dir(output_dir: str | Path, step: int) -> Path:
@@ -104,7 +111,7 @@ def find_resume(output_dir: str | Path, resume: str) -> Path | None:
         if not newest:
             return pointed
         # A kill between publishing a checkpoint and moving the pointer leaves the newer one unnamed.
-        if pointed is None or _step_of(pointed) < newest[-1][0]:
+        if pointed is None or step_of(pointed) < newest[-1][0]:
             return newest[-1][1]
         return pointed
     path = Path(resume)
@@ -114,7 +121,8 @@ def find_resume(output_dir: str | Path, resume: str) -> Path | None:
     return path
 
 
-def _step_of(path: Path) -> int:
+def step_of(path: Path) -> int:
+    """The step of a `checkpoint-STEP` folder; -1 for a folder named otherwise."""
     match = _NAME.match(path.name)
     return int(match.group(1)) if match else -1
 
@@ -130,8 +138,8 @@ def publish(output_dir: str | Path, step: int, keep_last: int) -> Path:
     """Move a finished staging folder into place, point `latest` at it, prune old ones (main process)."""
     staging, final = staging_dir(output_dir, step), checkpoint_dir(output_dir, step)
     if not is_complete(staging):
-        raise CheckpointError(f"refusing to publish the incomplete checkpoint {staging}")
-    _share(staging)
+        raise RuntimeError(f"refusing to publish the incomplete checkpoint {staging}")
+    share(staging)
     if final.exists():
         retired = Path(output_dir) / f".{final.name}.retired"
         shutil.rmtree(retired, ignore_errors=True)
@@ -147,7 +155,7 @@ def publish(output_dir: str | Path, step: int, keep_last: int) -> Path:
     return final
 
 
-def _share(folder: Path) -> None:
+def share(folder: Path) -> None:
     """Checkpoints are readable like the rest of the output (temporary folders start private)."""
     mask = os.umask(0)
     os.umask(mask)
@@ -160,10 +168,20 @@ def _share(folder: Path) -> None:
 
 
 def write_trainer_state(folder: Path, state: dict[str, Any], data_state: dict[str, Any]) -> None:
-    """The data position, then the trainer state: the last file a complete checkpoint gets."""
+    """The data position, then the trainer state: the last file a complete checkpoint gets.
+
+    The trainer state lists the size and sha256 of every other file of the folder, written
+    by every process by now, so resume can tell an intact checkpoint from a damaged one."""
     atomic_write_text(folder / DATA_STATE, json.dumps(data_state, separators=(",", ":")) + "\n")
-    document = {"format": STATE_FORMAT, "version": STATE_VERSION, **state}
+    document = {"format": STATE_FORMAT, "version": STATE_VERSION, **state, FILES: file_manifest(folder)}
     atomic_write_text(folder / TRAINER_STATE, json.dumps(document, indent=1) + "\n")
+
+
+def file_manifest(folder: Path) -> dict[str, dict[str, Any]]:
+    """{relative path: {"bytes", "sha256"}} of every file in a checkpoint folder but its trainer state."""
+    files = sorted(path for path in folder.rglob("*") if path.is_file() and path != folder / TRAINER_STATE)
+    return {path.relative_to(folder).as_posix(): {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+            for path in files}
 
 
 def read_trainer_state(folder: Path) -> dict[str, Any]:

@@ -21,7 +21,8 @@ def _config(argv: Sequence[str] | None, stage: str | None) -> TrainConfig:
 
 
 def train_main(stage: str, argv: Sequence[str] | None = None) -> int:
-    """Train one stage; prints the run summary as JSON. Returns the exit status."""
+    """Train one stage; prints the run summary as JSON. Returns the exit status: 2, with one
+    `error: ...` line, for what the user can fix (`ConfigError`, `memorag.training.errors`)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = _config(argv, stage)
@@ -54,18 +55,24 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
               "Scores eval.files under eval.* with model.memory_weights (a checkpoint folder, or null for the\n"
               "untrained memory). The TrainConfig keys follow.\n")
     try:
-        cfg = config_from_argv(TrainConfig, args)
+        return _evaluate(config_from_argv(TrainConfig, args), out)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _evaluate(cfg: TrainConfig, out: str | None) -> int:
     import contextlib
 
     import torch
 
     from .build import build_model
     from .evaluate import evaluate_heldout, heldout_sequences
+    from .preflight import check_files, check_memory_weights
     from .trainer import use_bf16
 
+    check_files("eval.files", cfg.eval.files)
+    check_memory_weights(cfg)
     bf16 = use_bf16(cfg.precision)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = build_model(cfg.model, cfg.memory, bf16=bf16, device=device if device == "cuda" else None)

@@ -32,6 +32,7 @@ Precision = Literal["auto", "fp32", "bf16"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 Schedule = Literal["cosine", "linear", "constant"]
 WandbMode = Literal["offline", "online", "disabled"]
+IfDamaged = Literal["fallback", "refuse"]
 LossKind = Literal["lm", "distill", "mix"]
 LOSS_KINDS = ("lm", "distill", "mix")
 
@@ -178,6 +179,12 @@ class CheckpointSection:
 
     `resume`: `auto` (the newest complete checkpoint in `output_dir`, if any), `none`
     (start fresh; refused if `output_dir` already holds checkpoints) or a checkpoint path.
+    A resume compares these settings with the checkpoint's (`memorag.training.resume`): how
+    the run is logged, evaluated, saved and stopped may change; what it computes is refused
+    unless `resume_with_changes` is true, which applies the new values and records that it did.
+    `if_damaged`: when the newest checkpoint has a damaged file, `fallback` resumes from the
+    newest intact one (with a warning naming the file; the damaged folder is set aside as
+    `checkpoint-STEP.damaged`), `refuse` stops and names the `checkpoint.resume=` to pass.
     A training process also stops cleanly (checkpoint, exit 0) on SIGUSR1/SIGTERM or
     when the file `output_dir/stop_file` appears (the SLURM scripts use it); the stop
     file is removed once honoured.
@@ -190,6 +197,8 @@ class CheckpointSection:
     every_steps: int = 500
     keep_last: int = 3
     resume: str = "auto"
+    resume_with_changes: bool = False
+    if_damaged: IfDamaged = "fallback"
     stop_file: str = "STOP"
     inference_ratio: int | None = None
 

@@ -105,6 +105,18 @@ def bucket_sizes(hidden_size: int) -> dict[str, int]:
     }
 
 
+def check_processes(accelerator) -> None:
+    """Refuse a DeepSpeed launch whose processes Accelerate does not see (several processes on a CPU):
+    each would run as process 0 of 1, writing the same files. Checked first, before the output folder."""
+    if backend(accelerator) != "deepspeed":
+        return
+    if torch.distributed.is_initialized() and torch.distributed.get_world_size() != accelerator.num_processes:
+        raise ConfigError(
+            f"DeepSpeed runs {torch.distributed.get_world_size()} processes but Accelerate sees "
+            f"{accelerator.num_processes} (on {accelerator.device.type}, Accelerate does not set up DeepSpeed's "
+            "processes: every one would train as process 0); on a CPU launch one process (--num_processes 1)")
+
+
 def configure_deepspeed(accelerator, micro_batch: int, accumulation: int, grad_clip: float,
                         hidden_size: int | None = None) -> None:
     """Fill the DeepSpeed config's `auto` values from the training config and the base's hidden size.
@@ -113,11 +125,7 @@ def configure_deepspeed(accelerator, micro_batch: int, accumulation: int, grad_c
     """
     if backend(accelerator) != "deepspeed":
         return
-    if torch.distributed.is_initialized() and torch.distributed.get_world_size() != accelerator.num_processes:
-        raise ConfigError(
-            f"DeepSpeed runs {torch.distributed.get_world_size()} processes but Accelerate sees "
-            f"{accelerator.num_processes} (on {accelerator.device.type}, Accelerate does not set up DeepSpeed's "
-            "processes: every one would train as process 0); on a CPU launch one process (--num_processes 1)")
+    check_processes(accelerator)
     settings = accelerator.state.deepspeed_plugin.deepspeed_config
     for key in ("optimizer", "scheduler"):
         if key in settings:

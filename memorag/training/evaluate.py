@@ -45,6 +45,8 @@ from memorag.io import atomic_write_text
 from memorag.memory import Memory, MemoryModel
 from memorag.memory.schedule import positions_needed
 
+from .errors import TrainingInputError
+
 logger = logging.getLogger(__name__)
 NO_MEMORY = "no memory"
 FULL_CONTEXT = "full context"
@@ -168,7 +170,7 @@ def heldout_sequences(cfg, tokenizer) -> list[list[int]]:
 
     ev, data = cfg.eval, cfg.data
     if not ev.files:
-        raise ValueError("eval.files is empty: name the held-out text files")
+        raise TrainingInputError("eval.files is empty: name the held-out text files")
     spec = replace(
         data.packing_spec(sequences_per_batch=1, seed=cfg.seed, max_epochs=1),
         min_length=ev.seq_length, max_length=ev.seq_length, length_multiple=1, shuffle_files=False,
@@ -177,7 +179,8 @@ def heldout_sequences(cfg, tokenizer) -> list[list[int]]:
     stream = PackedBatches(ev.files, tokenize, spec, tokenizer.bos_token_id, tokenizer.eos_token_id)
     sequences = [batch[0] for _, batch in zip(range(ev.num_sequences), stream)]
     if not sequences:
-        raise ValueError(f"eval.files hold fewer than {ev.seq_length} tokens: no held-out sequence")
+        raise TrainingInputError(f"eval.files hold fewer than eval.seq_length={ev.seq_length} tokens: no held-out "
+                                 "sequence; add held-out text or lower eval.seq_length")
     if len(sequences) < ev.num_sequences:
         logger.warning("eval.files give %d held-out sequences, not %d", len(sequences), ev.num_sequences)
     return sequences

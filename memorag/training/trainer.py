@@ -13,7 +13,9 @@ weights in bf16, memory parameters in fp32), fp32 elsewhere.
 
 Exact resume: a checkpoint holds the memory weights, optimizer and scheduler state,
 every process's RNG states, the step and the data position; training resumed from
-it produces the same losses as an uninterrupted run.
+it produces the same losses as an uninterrupted run. Before the model is built, the
+inputs are checked and the output folder claimed (`preflight`), and the checkpoint to
+resume from is verified and its settings compared with the run's (`resume`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import signal
 import time
 from collections import Counter
@@ -47,11 +48,13 @@ from memorag.memory.checkpoint import load_memory_weights
 from memorag.memory.schedule import positions_needed
 
 from . import checkpoint as ckpt
+from . import preflight, resume
 from .build import build_model
 from .config import TrainConfig
 from .distributed import (
     backend,
     check_activation_checkpointing,
+    check_processes,
     configure_deepspeed,
     configure_fsdp,
     full_memory_parameters,
@@ -59,10 +62,12 @@ from .distributed import (
     save_optimizer,
     whole_model_construction,
 )
+from .errors import TrainingInputError
 from .evaluate import ConditionScore, EvalReport, evaluate_heldout, heldout_sequences
 from .monitor import RunLogger
 from .objectives import objective_forward
-from .schedules import lr_factor, ratio_counts, ratio_seed
+from .optim import apply_optim_settings, build_optimizer, build_scheduler
+from .schedules import ratio_counts, ratio_seed
 
 logger = logging.getLogger(__name__)
 FINAL_DIR = "final"
@@ -77,27 +82,47 @@ def use_bf16(precision: str) -> bool:
 
 
 class Trainer:
-    """Set up from a `TrainConfig` (model, optimizer, data, resume), then `train()`."""
+    """Set up from a `TrainConfig` (checks, model, optimizer, data, resume), then `train()`.
+
+    From construction to the end of `train()` (or `close()`) the main process holds the
+    lock of `checkpoint.output_dir`: one run per folder."""
 
     def __init__(self, cfg: TrainConfig, accelerator=None) -> None:
         from accelerate import Accelerator
-        from accelerate.utils import DistributedDataParallelKwargs, set_seed
+        from accelerate.utils import DistributedDataParallelKwargs
 
         self.cfg = cfg
-        self.output_dir = Path(cfg.checkpoint.output_dir)
         self.bf16 = use_bf16(cfg.precision)
         self.accelerator = accelerator or Accelerator(
             mixed_precision="bf16" if self.bf16 else "no",
             gradient_accumulation_steps=cfg.optim.grad_accumulation,
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
         )
-        acc = self.accelerator
+        self._run_lock = contextlib.ExitStack()
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Let go of the output folder (`train()` does this when it ends)."""
+        self._run_lock.close()
+
+    def _setup(self) -> None:
+        from accelerate.utils import set_seed
+
+        acc, cfg = self.accelerator, self.cfg
         self.rank, self.world = acc.process_index, acc.num_processes
-        set_seed(cfg.seed)
-        self.resume_dir = ckpt.find_resume(self.output_dir, cfg.checkpoint.resume)
+        check_processes(acc)
+        preflight.check_inputs(cfg)
+        self.output_dir = Path(cfg.checkpoint.output_dir)
         if acc.is_main_process:
-            ckpt.remove_partials(self.output_dir)
-        acc.wait_for_everyone()
+            resolved = preflight.prepare_output_dir(self.output_dir)
+            preflight.claim_output_dir(resolved, cfg.checkpoint.stop_file, self._run_lock)
+        set_seed(cfg.seed)
+        self.resume_dir = self._select_checkpoint()
+        self.changes = resume.check_settings(self.resume_dir, cfg) if self.resume_dir is not None else []
 
         check_activation_checkpointing(acc, cfg.model.gradient_checkpointing)
         with whole_model_construction(acc):
@@ -109,21 +134,11 @@ class Trainer:
         if self.tokenizer is None:
             raise ValueError("training needs a tokenizer; the base model has none")
         self.max_positions = model.max_positions
-        named = model.memory_parameters()
-        decay = [p for p in named.values() if p.dim() >= 2]
-        no_decay = [p for p in named.values() if p.dim() < 2]
-        optim = cfg.optim
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps,
-        )
+        optimizer = build_optimizer(model.memory_parameters(), cfg.optim)
         self.data = self._build_data()
-        self.total_steps = optim.max_steps or self._count_steps()
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer,
-            lambda step: lr_factor(step, self.total_steps, optim.warmup_steps, optim.schedule, optim.min_lr_ratio),
-        )
-        configure_deepspeed(acc, cfg.data.batch_size, optim.grad_accumulation, optim.grad_clip,
+        self.total_steps = cfg.optim.max_steps or self._count_steps()
+        self.scheduler = build_scheduler(optimizer, cfg.optim, lambda: self.total_steps)
+        configure_deepspeed(acc, cfg.data.batch_size, cfg.optim.grad_accumulation, cfg.optim.grad_clip,
                             hidden_size=model.base_model.config.hidden_size)
         configure_fsdp(acc, model)
         self.model, self.optimizer = acc.prepare(model, optimizer)
@@ -132,6 +147,7 @@ class Trainer:
         self.step = 0
         self.tokens_seen = 0
         self.elapsed = 0.0
+        self.resumes: list[dict[str, Any]] = []  # the changes applied at each resume so far
         if self.resume_dir is not None:
             self._restore(self.resume_dir)
         self.log = RunLogger(
@@ -140,7 +156,24 @@ class Trainer:
                             if cfg.logging.wandb else None),
             config=config_to_dict(cfg),
         )
+        if self.changes:
+            self.log.log({"event": "resume", "step": self.step, "from": str(self.resume_dir),
+                          "changes": [change.to_dict() for change in self.changes]})
         self._stop_signal: str | None = None
+
+    def _select_checkpoint(self) -> Path | None:
+        """The main process verifies and picks the checkpoint (setting damaged ones aside); all use it."""
+        acc, checkpoint = self.accelerator, self.cfg.checkpoint
+        chosen = [None]
+        if acc.is_main_process:
+            chosen = [resume.select_checkpoint(self.output_dir, checkpoint.resume, checkpoint.if_damaged)]
+            ckpt.remove_partials(self.output_dir)
+        if self.world > 1:
+            from accelerate.utils import broadcast_object_list
+
+            broadcast_object_list(chosen)
+        acc.wait_for_everyone()
+        return chosen[0]
 
     # -- setup ------------------------------------------------------------------------------
     @property
@@ -159,11 +192,7 @@ class Trainer:
                            seed=cfg.seed, max_epochs=epochs)
             render = lambda sample: render_sample(self.tokenizer, sample, system=data.system_prompt)
             return SFTBatches(data.files, render, spec, fits=self._fits)
-        if not self._fits(data.max_length):
-            raise ValueError(
-                f"data.max_length={data.max_length} is beyond the model's reach at ratio {min(cfg.memory.ratios)} "
-                f"({self.max_positions} positions, window {cfg.memory.window}); shorten the sequences"
-            )
+        preflight.check_reach(cfg, self.max_positions)
         spec = data.packing_spec(sequences_per_batch=per_batch, seed=cfg.seed, max_epochs=epochs)
         hf = (data.hf_dataset, data.hf_config, data.hf_split) if data.hf_dataset else None
         return PackedBatches(data.files, self._tokenize, spec, self.tokenizer.bos_token_id,
@@ -187,7 +216,10 @@ class Trainer:
         micro_batches = int(json.loads(cache.read_text())["micro_batches"])
         steps = micro_batches // self.cfg.optim.grad_accumulation
         if steps < 1:
-            raise ValueError(f"the data gives {micro_batches} micro-batches: not one optimizer step")
+            raise TrainingInputError(
+                f"data.files give {micro_batches} micro-batch(es) in optim.epochs={self.cfg.optim.epochs}: not one "
+                f"optimizer step of optim.grad_accumulation={self.cfg.optim.grad_accumulation}; add data, or lower "
+                "data.min_length or data.batch_size")
         logger.info("%d epoch(s) of data = %d optimizer steps", self.cfg.optim.epochs, steps)
         return steps
 
@@ -257,6 +289,12 @@ class Trainer:
 
     def train(self) -> dict[str, Any]:
         """Run to `total_steps` (or `optim.stop_at_step`, a stop signal, or the end of the data)."""
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> dict[str, Any]:
         acc, cfg = self.accelerator, self.cfg
         from tqdm.auto import tqdm
 
@@ -381,6 +419,7 @@ class Trainer:
             ckpt.write_trainer_state(staging, {
                 "stage": self.cfg.stage, "step": self.step, "total_steps": self.total_steps,
                 "tokens_seen": self.tokens_seen, "elapsed_s": round(self.elapsed, 3), "world_size": self.world,
+                "resumes": self.resumes,
             }, self.data.state_dict())
             ckpt.publish(self.output_dir, self.step, self.cfg.checkpoint.keep_last)
             self.log.log({"event": "checkpoint", "step": self.step, "path": str(final)})
@@ -392,8 +431,20 @@ class Trainer:
         if state.get("stage") != self.cfg.stage:
             raise ckpt.CheckpointError(f"{folder} is a {state.get('stage')} checkpoint, this is a {self.cfg.stage} run")
         load_optimizer(self.accelerator, self.model, self.optimizer, self.scheduler, folder)
-        self.data.load_state_dict(state["data"])
+        if any(change.key.startswith("optim.") for change in self.changes):
+            apply_optim_settings(self.scheduler, self.cfg.optim)
+        try:
+            self.data.load_state_dict(state["data"])
+        except ValueError as error:  # only with checkpoint.resume_with_changes: data settings were compared
+            raise TrainingInputError(
+                f"{error}. The data position of {folder} cannot carry over to the data as now set; to train on "
+                f"other data from its weights, start a new run in another checkpoint.output_dir with "
+                f"model.memory_weights={folder}") from None
         self.step = int(state["step"])
+        self.resumes = list(state.get("resumes", []))
+        if self.changes:
+            self.resumes.append({"step": self.step, "from": str(folder),
+                                 "changes": [change.to_dict() for change in self.changes]})
         self.tokens_seen = int(state.get("tokens_seen", 0))
         self.elapsed = float(state.get("elapsed_s", 0.0))
         if int(state.get("world_size", 1)) != self.world:
@@ -411,7 +462,7 @@ class Trainer:
             if acc.is_main_process:
                 model.save_memory_weights(final, self.cfg.checkpoint.inference_ratio)
                 save_config(self.cfg, final / ckpt.TRAIN_CONFIG)
-                os.chmod(final, 0o755)
+                ckpt.share(final)  # the permissions of a checkpoint
         acc.wait_for_everyone()
         return final
 

@@ -31,3 +31,12 @@ def reset_accelerate() -> None:
 
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()
+
+
+QUICK = ("data.min_length=128", "data.max_length=128", "data.length_multiple=64", "data.batch_size=1",
+         "checkpoint.keep_last=5")
+
+
+def quick_config(output_dir: Path, *overrides: str) -> TrainConfig:
+    """`debug_config` with one 128-token sequence per step: a step takes a fraction of a second."""
+    return debug_config(output_dir, *QUICK, *overrides)

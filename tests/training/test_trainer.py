@@ -31,6 +31,9 @@ def test_resume_after_a_stop_gives_the_losses_of_an_uninterrupted_run(tmp_path):
     assert second["step"] == 6 and second["reason"] == "finished"
     straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
     assert sorted(resumed) == sorted(straight) == [1, 2, 3, 4, 5, 6]  # the log reads as one run
+    records = [json.loads(line) for line in (tmp_path / "resumed" / "train_log.jsonl").read_text().splitlines()]
+    [event] = [r for r in records if r["event"] == "resume"]  # the one setting that changed, and nothing else
+    assert event["changes"] == [{"key": "optim.stop_at_step", "from": 3, "to": None, "kind": "adjustable"}]
     for step in (4, 5, 6):
         assert resumed[step] == pytest.approx(straight[step], rel=1e-6, abs=1e-7), step
     a = load_file(str(tmp_path / "straight" / "checkpoint-6" / "memory_weights.safetensors"))
