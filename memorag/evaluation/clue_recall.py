@@ -29,9 +29,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from memorag.datasets.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation.runner import group_examples
-from memorag.evaluation.tasks.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.io import atomic_write_text
 from memorag.modes.evidence_plan import clue_plan
 from memorag.pipeline import MemoRAG, PipelineConfig
@@ -76,7 +76,7 @@ def read_data(path: str | os.PathLike[str], tokenizer: Any = None,
     distractors, as the harness builds them)."""
     text = os.fspath(path)
     if text.startswith(HOTPOTQA_HELD_OUT):
-        from memorag.evaluation.tasks.hotpotqa import hotpotqa_long_context
+        from memorag.datasets.hotpotqa import hotpotqa_long_context
 
         length = text.removeprefix(HOTPOTQA_HELD_OUT)
         if not length.isdigit() or int(length) < 512:
