@@ -53,7 +53,7 @@ def slope_mb_per_step(values: list[float], skip: int = 2) -> float:
 
 def corpus_text(tokenizer, tokens: int, step: int) -> str:
     """About `tokens` tokens of KJV filler, a different stretch for every step."""
-    from memorag.evaluation.tasks.filler import filler_text
+    from memorag.datasets.filler import filler_text
 
     words = int(tokens / 1.35)
     text = filler_text(words, start_unit=step * 997)

@@ -137,6 +137,29 @@ def test_the_graph_sees_late_and_type_checking_imports():
     assert "memorag.pipeline" not in graph["memorag.modes"]  # and the modes never reach back
 
 
+# Layers that point one way only: (lower, higher) means the lower never imports the higher, not even late.
+REFUSED = [
+    ("memorag.data", "memorag.evaluation"),  # the harness may read the training data, never the reverse
+    ("memorag.datasets", "memorag.data"),  # the data sets both read sit below both
+    ("memorag.datasets", "memorag.evaluation"),
+]
+
+
+@pytest.mark.parametrize(("lower", "higher"), REFUSED)
+def test_a_lower_layer_never_imports_a_higher_one(lower, higher):
+    assert higher not in package_graph()[lower], f"{lower} imports {higher}: move what it needs below both"
+
+
+def test_the_layer_check_sees_a_late_import_of_a_higher_layer(tmp_path):
+    """A synthetic package whose `data` reaches `evaluation` only inside a function: the edge is seen."""
+    p = PACKAGE.name
+    files = {"__init__.py": "", "evaluation/__init__.py": "", "evaluation/tasks.py": "ROWS = 1\n",
+             "data/__init__.py": "", "data/builder.py": f"def rows():\n    from {p}.evaluation.tasks import ROWS\n"
+                                                          "    return ROWS\n"}
+    graph = package_graph(_write_package(tmp_path / "late", files))
+    assert f"{p}.evaluation" in graph[f"{p}.data"]
+
+
 def test_no_import_cycle_between_packages():
     """No exceptions: a package that needs something of a package above it moves that thing down."""
     graph = package_graph()
@@ -146,7 +169,8 @@ def test_no_import_cycle_between_packages():
 
 
 @pytest.mark.parametrize("package", ["memorag.modes", "memorag.pipeline", "memorag.results", "memorag.errors",
-                                     "memorag.embedded", "memorag.models", "memorag.memory.weights", "memorag.cli"])
+                                     "memorag.embedded", "memorag.models", "memorag.memory.weights", "memorag.cli",
+                                     "memorag.datasets", "memorag.data"])
 def test_each_package_imports_first(package):
     """Each side imports on its own, in a fresh interpreter (no import order to respect)."""
     import subprocess

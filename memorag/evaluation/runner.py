@@ -31,6 +31,9 @@ from tqdm.auto import tqdm
 from memorag import prompts
 from memorag.answer_forms import AnswerForm, AnswerFormError, as_answer_form
 from memorag.config import save_config
+from memorag.datasets.hotpotqa import hotpotqa_few_shot
+from memorag.datasets.lengths import count_tokens
+from memorag.datasets.schema import CorpusTask, EvalExample
 from memorag.embedded import describe_memory_weights
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation import scoring
@@ -46,10 +49,7 @@ from memorag.evaluation.measure import MeteredGenerator, PeakMemory
 from memorag.evaluation.sources import BuildRequest, build_task_data
 from memorag.evaluation.store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.summary import summarize_cell
-from memorag.evaluation.tasks.hotpotqa import hotpotqa_few_shot
-from memorag.evaluation.tasks.lengths import count_tokens
 from memorag.evaluation.tasks.loaders import loft_few_shot
-from memorag.evaluation.tasks.schema import CorpusTask, EvalExample
 from memorag.generation import Generator
 from memorag.io import atomic_write_text
 from memorag.modes import get_mode

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memorag.evaluation.tasks import hotpotqa, loaders, schema, squad, synthetic
-from memorag.evaluation.tasks.schema import CorpusTask, EvalExample
+from memorag.datasets import hotpotqa, schema, squad, synthetic
+from memorag.datasets.schema import CorpusTask, EvalExample
+from memorag.evaluation.tasks import loaders
 
 TaskData = list[EvalExample] | CorpusTask
 

@@ -4,7 +4,8 @@
     from memorag.integrations.llamaindex import MemoRAGLlamaRetriever    # pip install -e '.[llamaindex]'
 
 Both return the chunks `memorag.pipeline.search.search` finds (query and memory clues,
-fused, best first) with our metadata: `evidence_metadata` below.
+combined by the memorag mode's one rule, `memorag.modes.evidence_plan`, best first): the
+evidence `ask` ranks for the same clues, with our metadata: `evidence_metadata` below.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@
         print(document.metadata["doc_id"], document.metadata["start_char"], document.metadata["found_by"])
 
 Each `Document` is one chunk; its metadata is `memorag.integrations.evidence_metadata`
-(document id, title, chunk id, character offsets, tokens, fused score, rank, and which
-query or clue found it). `use_clues=False` retrieves with the query alone.
+(document id, title, chunk id, character offsets, tokens, score, rank, and which
+query or clue found it). The chunks are the first `k` of the memorag mode's ranking for the
+same clues (`memorag.modes.evidence_plan`). `use_clues=False` retrieves with the query alone.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ except ImportError as error:
 
 
 class MemoRAGRetriever(BaseRetriever):
-    """LangChain `BaseRetriever`: the `k` best chunks for the query and the memory's clues."""
+    """LangChain `BaseRetriever`: the first `k` chunks of the memorag mode's ranking for the query and its clues."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 

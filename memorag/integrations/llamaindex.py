@@ -6,7 +6,9 @@
     for hit in retriever.retrieve("Who helps the narrator escape?"):
         print(hit.score, hit.node.metadata["doc_id"], hit.node.start_char_idx, hit.node.metadata["found_by"])
 
-Each `NodeWithScore` is one chunk with the fused score; the node's text is the chunk,
+Each `NodeWithScore` is one chunk with its score in the memorag mode's ranking for the same
+clues (`memorag.modes.evidence_plan`: 1 / (1 + place) under the default union, else the fused
+score); the node's text is the chunk,
 `start_char_idx`/`end_char_idx` its offsets in its document, and its metadata
 `memorag.integrations.evidence_metadata`. `use_clues=False` retrieves with the query alone.
 """
@@ -27,7 +29,7 @@ except ImportError as error:
 
 
 class MemoRAGLlamaRetriever(BaseRetriever):
-    """LlamaIndex `BaseRetriever`: the `k` best chunks for the query and the memory's clues."""
+    """LlamaIndex `BaseRetriever`: the first `k` chunks of the memorag mode's ranking for the query and its clues."""
 
     def __init__(self, pipeline, k: int = 4, *, use_clues: bool = True, task: str = "memorag", **kwargs: Any):
         super().__init__(**kwargs)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from memorag.errors import UnknownModeError
 from memorag.modes.context import ModeContext
+from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.results import Answer, AskHooks, timed
 
 
@@ -74,24 +75,21 @@ class Mode(ABC):
         language: str,
         hooks: AskHooks,
         timings: dict[str, float],
-        queries: Sequence[str],
-        weights: Sequence[float],
+        plan: RetrievalPlan,
         *,
         clues: Sequence[str] = (),
         raw: dict[str, str] | None = None,
         warnings: Sequence[str] = (),
         max_tokens: int | None = None,
-        k: int | None = None,
-        union: bool = False,
     ) -> Answer:
-        """The read step the retrieval modes share: every query retrieves `k` hits, the lists
-        are fused (`weights`; or with `union` taken round-robin by rank) and fitted to the
-        budget (`max_tokens`), and the generator answers from the evidence, given in
+        """The read step the retrieval modes share: `plan` is executed (every query retrieves, the
+        lists are fused or unioned; `memorag.modes.evidence_plan`), fitted to the budget
+        (`max_tokens`), and the generator answers from the evidence, given in
         `evidence_order()`. `clues` (the queries beyond the user's) and `raw` go into the
         `Answer` as they are."""
         step = context.evidence
         with timed(timings, "retrieve"):
-            evidence = step.gather(queries, weights, task, query, language, max_tokens=max_tokens, k=k, union=union)
+            evidence = step.gather(plan, task, query, language, max_tokens=max_tokens)
             evidence = step.order(evidence, self.evidence_order(task) or "document")
         hooks.evidence(evidence)
         with timed(timings, "generate"):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
+from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.results import Answer, AskHooks
 
 
@@ -49,5 +50,5 @@ class DOSRAGMode(Mode):
         budget = context.evidence.budget(query, task, language, settings.evidence_tokens)
         k = math.ceil(budget / shared.chunk_tokens) + shared.hits_per_query
         # the best chunks within the budget, in document order
-        return self.retrieve_and_answer(context, query, task, language, hooks, {}, [query], [1.0], max_tokens=budget,
-                                        k=k)
+        return self.retrieve_and_answer(context, query, task, language, hooks, {}, RetrievalPlan.fused([query], None, k),
+                                        max_tokens=budget)

@@ -12,8 +12,9 @@ in the generator's own tokens) less the tokens kept for the reply. Everything el
 - `room_left` is what a prompt over given evidence leaves (the full mode cuts to it);
 - the cic mode, which writes its own prompt, fits its corpus with `room_after` itself.
 
-`gather` is retrieval into a budget (every query retrieves, the lists are fused by weight
-or unioned round-robin by rank, the best chunks that fit are kept, then `fit_window`);
+`retrieve` executes a retrieval plan (`memorag.modes.evidence_plan`: every query retrieves,
+the lists are fused by weight or unioned round-robin by rank); `gather` is that ranking
+fitted to a budget (the best chunks that fit are kept, then `fit_window`);
 `order` puts evidence in document order or best first; `generate` renders the answer
 prompt over the evidence and asks the generator.
 """
@@ -27,6 +28,7 @@ from typing import Any
 from memorag import prompts
 from memorag.answer_forms import AnswerForm
 from memorag.errors import EmptyCorpusError, PipelineError, QueryTooLongError
+from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.results import Evidence
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import Chunk, Document
@@ -189,37 +191,36 @@ class EvidenceStep:
         return evidence
 
     # -- retrieval ------------------------------------------------------------------------------
-    def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,
-                 k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[int]]]:
-        """Every query retrieves `k` hits (default `hits_per_query`); the lists are combined into
-        one ranking: fused (weighted), or with `union` taken round-robin by rank
-        (`hybrid.round_robin`; no weights). Returns the combined hits, best first, and for each
-        chunk id the indices of the queries that found it."""
+    def retrieve(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[int]]]:
+        """Execute `plan`: every query retrieves its hits (`plan.hits_per_query`, default
+        `hits_per_query`); the lists are combined into one ranking: fused (weighted), or with
+        `plan.union` taken round-robin by rank (`hybrid.round_robin`; no weights). Returns the
+        combined hits, best first, and for each chunk id the indices of the queries that found it."""
         from memorag.retrieval.hybrid import fuse, round_robin
 
         if self.retriever is None:
             raise EmptyCorpusError("nothing is memorized yet")
-        results = self.retriever.search(list(queries), k or self.settings.hits_per_query)
+        results = self.retriever.search(list(plan.queries), plan.hits_per_query or self.settings.hits_per_query)
         found_by: dict[int, list[int]] = {}
         for position, hits in enumerate(results):
             for hit in hits:
                 found_by.setdefault(hit.chunk_id, [])
                 if position not in found_by[hit.chunk_id]:
                     found_by[hit.chunk_id].append(position)
-        if union:
+        if plan.union:
             return round_robin(results), found_by
-        return fuse(results, method=self.settings.fusion, weights=list(weights) if weights is not None else None), found_by
+        return fuse(results, method=self.settings.fusion, weights=list(plan.weights)), found_by
 
-    def gather(self, queries: Sequence[str], weights: Sequence[float], task: str, query: str, language: str, *,
-               max_tokens: int | None = None, k: int | None = None, union: bool = False) -> list[Evidence]:
-        """Retrieve with every query (`retrieve`), keep the best chunks within the budget
+    def gather(self, plan: RetrievalPlan, task: str, query: str, language: str, *,
+               max_tokens: int | None = None) -> list[Evidence]:
+        """Execute `plan` (`retrieve`), keep the best chunks within the budget
         (`budget(max_tokens)`), then fit the whole prompt to the window (`fit_window`)."""
         from memorag.retrieval.hybrid import fit_to_budget
 
-        fused, found_by = self.retrieve(queries, weights, k, union=union)
+        ranked, found_by = self.retrieve(plan)
         budget = self.budget(query, task, language, max_tokens)
-        scores = {hit.chunk_id: hit.score for hit in fused}
-        kept = fit_to_budget(fused, self.chunk_by_id, budget)
+        scores = {hit.chunk_id: hit.score for hit in ranked}
+        kept = fit_to_budget(ranked, self.chunk_by_id, budget)
         evidence = [chunk_evidence(chunk, scores[chunk.id], found_by) for chunk in kept]
         return self.fit_window(evidence, query, task, language)
 

@@ -18,6 +18,7 @@ from memorag import prompts
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
+from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.results import Answer, AskHooks, timed
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,6 @@ class HyDEMode(Mode):
             warnings.append("hyde: the generator wrote no hypothetical passage; the query retrieved alone")
             logger.warning(warnings[-1])
         hooks.clues(passages)
-        weights = [settings.query_weight] + [1.0] * len(passages)
-        return self.retrieve_and_answer(context, query, task, language, hooks, timings, [query, *passages], weights,
+        plan = RetrievalPlan.fused([query, *passages], [settings.query_weight] + [1.0] * len(passages))
+        return self.retrieve_and_answer(context, query, task, language, hooks, timings, plan,
                                         clues=passages, raw={"hyde": reply}, warnings=warnings)

@@ -1,12 +1,10 @@
 """The `memorag` mode: the memory writes clues, the clues and the query retrieve, the generator answers.
 
-The evidence is built as the reference pipeline builds it (`memorag_evidence="union"`): the
-query and every clue retrieve their own `memorag_hits` (3) chunks, the hits are unioned and
-deduplicated, and when `evidence_tokens` cannot hold them all they are taken round-robin by
-rank (every query's first hit before any second hit), then given in document order. So a
-chunk that one clue alone finds reaches the generator. `memorag_evidence="fusion"` fuses the
-lists instead (each `hits_per_query` long, the query's weighing `query_weight`, each clue's 1),
-where a chunk needs several clues agreeing to displace one of the query's hits.
+How the query and the clues become evidence is the one rule of `memorag.modes.evidence_plan`
+(by default the reference pipeline's: the query and every clue retrieve their own
+`memorag_hits` chunks, unioned round-robin by rank); the mode fits that ranking to
+`evidence_tokens` and gives it in document order. `search` and the LangChain and LlamaIndex
+retrievers return the same ranking, cut to their `k`.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from memorag import prompts
 from memorag.clues import combine_clues, parse_clues
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
+from memorag.modes.evidence_plan import clue_plan
 from memorag.results import Answer, AskHooks, timed
 
 # The clue bar: "writing clues 0/3 [00:06, spans + questions + draft]", the kinds being written.
@@ -33,7 +32,8 @@ CLUE_DECODINGS = ("batch", "shared", "one-by-one")
 @dataclass(frozen=True)
 class MemoRAGSettings:
     """The memorag mode's settings: `PipelineConfig` fields of the same names, kept at the top level
-    because retrieval alone (`memorag.pipeline.search`) and the evaluations use them too."""
+    because retrieval alone (`memorag.pipeline.search`) and the evaluations use them too; the
+    evidence ones are read by `memorag.modes.evidence_plan.clue_plan`."""
 
     clue_kinds: tuple[str, ...]
     max_clues: int
@@ -75,11 +75,8 @@ class MemoRAGMode(Mode):
         with timed(timings, "clues"):
             clues, raw = self.write_clues(context, query, task, language, show_progress=hooks.show_progress)
         hooks.clues(clues)
-        weights = [settings.query_weight] + [1.0] * len(clues)
-        union = settings.memorag_evidence == "union"
-        return self.retrieve_and_answer(context, query, task, language, hooks, timings, [query, *clues], weights,
-                                        clues=clues, raw=raw, union=union,
-                                        k=settings.memorag_hits if union else None)
+        plan = clue_plan(query, clues, settings, context.shared.hits_per_query)
+        return self.retrieve_and_answer(context, query, task, language, hooks, timings, plan, clues=clues, raw=raw)
 
     def answer_from_memory(self, context: ModeContext, query: str, language: str,
                            on_text: Callable[[str], None] | None = None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
+from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.results import Answer, AskHooks
 
 
@@ -25,4 +26,4 @@ class RAGMode(Mode):
 
     def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
         language = context.language_of(query)
-        return self.retrieve_and_answer(context, query, task, language, hooks, {}, [query], [1.0])
+        return self.retrieve_and_answer(context, query, task, language, hooks, {}, RetrievalPlan.fused([query]))

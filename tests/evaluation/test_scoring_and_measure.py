@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
+from memorag.datasets.schema import EvalExample
 from memorag.evaluation.measure import MeteredGenerator, PeakMemory
 from memorag.evaluation.scoring import MetricError, score
-from memorag.evaluation.tasks.schema import EvalExample
 
 from .conftest import FakeNumberGenerator
 

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from memorag.datasets.schema import EvalDataError
 from memorag.evaluation import metrics
 from memorag.evaluation.tasks.loaders import (
     LONGBENCH_METRICS,
@@ -18,7 +19,6 @@ from memorag.evaluation.tasks.loaders import (
     load_ultradomain,
     longbench_length_bucket,
 )
-from memorag.evaluation.tasks.schema import EvalDataError
 
 
 def test_longbench(fixtures):

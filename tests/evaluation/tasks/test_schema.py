@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from memorag.evaluation.tasks.assembly import link_by_title_mentions, title_core
-from memorag.evaluation.tasks.lengths import LengthCounter, approx_tokens, count_tokens
-from memorag.evaluation.tasks.schema import (
+from memorag.datasets.assembly import link_by_title_mentions, title_core
+from memorag.datasets.lengths import LengthCounter, approx_tokens, count_tokens
+from memorag.datasets.schema import (
     CorpusTask,
     EvalDataError,
     EvalExample,

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from memorag.evaluation.metrics import BABILONG_TASK_LABELS
-from memorag.evaluation.tasks.lengths import LengthCounter
-from memorag.evaluation.tasks.schema import read_examples
-from memorag.evaluation.tasks.synthetic import (
+from memorag.datasets.lengths import LengthCounter
+from memorag.datasets.schema import read_examples
+from memorag.datasets.synthetic import (
     LOCATIONS,
     SYNTHETIC_TASKS,
     generate_example,
     generate_examples,
     task_options,
 )
+from memorag.evaluation.metrics import BABILONG_TASK_LABELS
 
 REPO = Path(__file__).resolve().parents[3]
 TASKS = list(SYNTHETIC_TASKS)

@@ -1,0 +1,72 @@
+"""How a query and its clues become evidence: the one rule, and the plan it makes.
+
+`clue_plan(query, clues, settings, hits_per_query)` is the only place that turns the memory's
+clues into a retrieval plan: which queries retrieve, their weights, how many hits each one
+retrieves, and whether the lists are unioned or fused. Everything that retrieves with clues
+executes the plan it returns (`EvidenceStep.retrieve`), so the same clues give the same
+evidence through every path:
+
+- the `memorag` mode (`MemoRAG.ask`), which then fits the ranking to its evidence budget;
+- `memorag.pipeline.search.search`, and through it the LangChain and LlamaIndex retrievers,
+  which return the ranking's first `k` chunks;
+- clue recall (`memorag.evaluation.clue_recall`), which scores the ranking's first `k`.
+
+The rule (`memorag_evidence`, a `PipelineConfig` setting):
+
+- ``"union"`` (the reference pipeline's): the query and every clue retrieve their own
+  `memorag_hits` chunks; the lists are unioned, deduplicated, and taken round-robin by rank
+  (every list's first hit before any second hit), so a chunk that one clue alone finds ranks
+  early. Weights play no part.
+- ``"fusion"``: the query and every clue retrieve `hits_per_query` chunks; the lists are fused
+  (the pipeline's `fusion` method) with the query weighing `query_weight` and each clue 1, so a
+  chunk needs several clues agreeing to displace one of the query's hits.
+
+Other modes make their own plans (`RetrievalPlan.fused`); only clue-driven retrieval uses this rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class RetrievalPlan:
+    """What to retrieve: every query retrieves `hits_per_query` chunks (None: the pipeline's
+    `hits_per_query` setting); the lists are unioned round-robin by rank (`union`) or fused,
+    query i weighing `weights[i]`."""
+
+    queries: tuple[str, ...]
+    weights: tuple[float, ...]
+    hits_per_query: int | None = None
+    union: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.weights) != len(self.queries):
+            raise ValueError(f"{len(self.weights)} weights for {len(self.queries)} queries")
+
+    @classmethod
+    def fused(cls, queries: Sequence[str], weights: Sequence[float] | None = None,
+              hits_per_query: int | None = None) -> RetrievalPlan:
+        """Every query retrieves, the lists fused by weight (default: all weigh 1)."""
+        weights = [1.0] * len(queries) if weights is None else weights
+        return cls(tuple(queries), tuple(float(weight) for weight in weights), hits_per_query)
+
+
+class ClueEvidenceSettings(Protocol):
+    """The settings the rule reads: `PipelineConfig` and the memorag mode's settings both have them."""
+
+    memorag_evidence: str  # "union" or "fusion"
+    memorag_hits: int
+    query_weight: float
+
+
+def clue_plan(query: str, clues: Sequence[str], settings: ClueEvidenceSettings, hits_per_query: int) -> RetrievalPlan:
+    """The retrieval plan of `query` and its `clues` (see the module docstring); `hits_per_query`
+    is the pipeline's depth of a fused list."""
+    queries = (query, *clues)
+    weights = (float(settings.query_weight),) + (1.0,) * len(clues)
+    if settings.memorag_evidence == "union":
+        return RetrievalPlan(queries, weights, settings.memorag_hits, union=True)
+    return RetrievalPlan(queries, weights, hits_per_query)
