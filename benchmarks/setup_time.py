@@ -19,15 +19,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from memorag.machine import load_average, machine_record
 
-from memorag.machine import load_average, machine_record  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed_setup(tree: Path, scratch: Path) -> float:
