@@ -2,9 +2,9 @@
 
     python train/gain_curve.py --curve memorag/weights/memory-smollm2-135m-instruct/eval/curve.json \
         --runs memorag/weights/memory-smollm2-135m-instruct/training_runs --ratios 2 4 8 \
-        --out memorag/weights/memory-smollm2-135m-instruct/eval/gain-curve
+        --out memorag/weights/memory-smollm2-135m-instruct/eval/gain-curve.md
 
-Writes OUT.md, OUT.json and OUT.png (memorag/training/gain_curve.py).
+Writes OUT.md, OUT.json and OUT.png (OUT may end in .md) (memorag/training/gain_curve.py).
 """
 
 import argparse
