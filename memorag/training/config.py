@@ -175,7 +175,8 @@ class OptimSection:
 
 @dataclass
 class CheckpointSection:
-    """`output_dir/checkpoint-STEP/` every `every_steps` and at the end; `latest` names the newest.
+    """`output_dir/checkpoint-STEP/` every `every_steps` (and every `every_seconds` of training
+    time, when set) and at the end; `latest` names the newest.
 
     `resume`: `auto` (the newest complete checkpoint in `output_dir`, if any), `none`
     (start fresh; refused if `output_dir` already holds checkpoints) or a checkpoint path.
@@ -195,6 +196,7 @@ class CheckpointSection:
 
     output_dir: str = "runs/memorag"
     every_steps: int = 500
+    every_seconds: float | None = None  # also after this much training time since the last save (a lease's clock)
     keep_last: int = 3
     resume: str = "auto"
     resume_with_changes: bool = False

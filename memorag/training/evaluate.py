@@ -19,10 +19,18 @@ condition scores exactly the same tokens:
   memory of an earlier scored one). A memory that carries content helps less here; a
   gain that survives it is a generic prefix effect.
 
-With all four conditions scored (own memory a, other text's memory b, no memory c,
-full context d), the report gives per ratio the *context gain*: (b - a) / (c - d) in
-mean NLL, the share of the window-to-full-context gap that the memory's content (not
-its mere presence) closes, with a seeded bootstrap confidence interval over sequences.
+With own memory a, other text's memory b, no memory c and full context d scored, the
+report gives per ratio two shares of the window-to-full-context gap (c - d) in mean NLL,
+each with a seeded bootstrap confidence interval over sequences:
+
+- the *net share* (c - a) / (c - d): what reading the memory gains over the window
+  alone (zero: the memory is worth nothing; negative: it costs);
+- the *content share* (b - a) / (c - d), the *context gain*: what the memory's content
+  (not its mere presence) closes. A memory can have a content share above zero and a
+  net share of zero: a wrong memory hurts and its own merely does not.
+
+`gap_shares` computes both from the per-sequence NLLs, so a saved report's shares can be
+recomputed from its JSON (`per_sequence`).
 
 `evaluate_heldout` returns an `EvalReport` (a table and JSON); the trainer runs it
 every `eval.every_steps` steps, and `train/evaluate.py` runs it on a checkpoint.
@@ -88,23 +96,18 @@ class EvalReport:
     per_sequence: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     bootstrap_seed: int = 0
 
+    def shares(self) -> dict[int, dict[str, dict[str, float]]]:
+        """Per ratio, `{"net": ..., "content": ...}` for the shares its scored conditions allow (`gap_shares`)."""
+        return gap_shares(self.per_sequence, seed=self.bootstrap_seed)
+
     def context_gains(self) -> dict[int, dict[str, float]]:
-        """Per ratio with all four conditions scored: (b - a) / (c - d) and its 95% bootstrap interval."""
-        gains = {}
-        for name in self.scores:
-            if not name.startswith("memory r=") or name.endswith("other text"):
-                continue
-            ratio = int(name.removeprefix("memory r="))
-            conditions = [name, other_text_condition(ratio), NO_MEMORY, FULL_CONTEXT]
-            rows = [self.per_sequence.get(c, []) for c in conditions]
-            if any(not r or len(r) != len(rows[0]) for r in rows):
-                continue
-            gains[ratio] = context_gain(*[torch.tensor(r, dtype=torch.float64) for r in rows],
-                                        seed=self.bootstrap_seed)
-        return gains
+        """Per ratio with all four conditions scored: the content share (b - a) / (c - d) and its interval."""
+        return {ratio: pair["content"] for ratio, pair in self.shares().items() if "content" in pair}
 
     def to_dict(self) -> dict:
-        gains = self.context_gains()
+        shares = self.shares()
+        by_kind = {kind: {f"r={ratio}": pair[kind] for ratio, pair in shares.items() if kind in pair}
+                   for kind in ("net", "content")}
         return {
             "step": self.step,
             "num_sequences": self.num_sequences,
@@ -116,7 +119,8 @@ class EvalReport:
                        "tokens": score.tokens, **({"note": score.note} if score.note else {})}
                 for name, score in self.scores.items()
             },
-            **({"context_gain": {f"r={ratio}": gain for ratio, gain in gains.items()}} if gains else {}),
+            **({"net_share": by_kind["net"]} if by_kind["net"] else {}),
+            **({"content_share": by_kind["content"]} if by_kind["content"] else {}),
             **({"per_sequence": {name: [[round(nll, 6), count] for nll, count in rows]
                                  for name, rows in self.per_sequence.items()}} if self.per_sequence else {}),
         }
@@ -131,37 +135,81 @@ class EvalReport:
                 lines.append(f"| {name} | {score.tokens} | {score.mean_nll:.4f} | {score.perplexity:.3f} |")
             else:
                 lines.append(f"| {name} | 0 | n/a | n/a ({score.note}) |")
-        gains = self.context_gains()
-        if gains:
-            lines += ["", "context gain = (other text - own memory) / (no memory - full context), mean NLL, "
-                      f"95% bootstrap interval over {self.num_sequences} sequences", "",
-                      "| ratio | context gain | 95% interval |", "|---|---:|---|"]
-            for ratio, gain in gains.items():
-                lines.append(f"| {ratio} | {gain['share']:.1%} | {gain['low']:.1%} .. {gain['high']:.1%} |")
+        shares = self.shares()
+        lines += ["", share_table(shares, self.num_sequences)] if shares else []
         return "\n".join(lines)
 
     def save(self, path: str | Path) -> Path:
         return atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
 
-def context_gain(own: torch.Tensor, other: torch.Tensor, alone: torch.Tensor, full: torch.Tensor,
-                 seed: int = 0, samples: int = BOOTSTRAP_SAMPLES) -> dict[str, float]:
-    """(b - a) / (c - d) of mean NLLs from per-sequence [S, 2] (NLL sum, tokens) rows, with a
-    95% percentile bootstrap interval over sequences (resampled with a generator seeded by `seed`)."""
+def gap_share(high: torch.Tensor, low: torch.Tensor, alone: torch.Tensor, full: torch.Tensor,
+              seed: int = 0, samples: int = BOOTSTRAP_SAMPLES) -> dict[str, float]:
+    """(mean(high) - mean(low)) / (mean(alone) - mean(full)) of mean NLLs from per-sequence [S, 2]
+    (NLL sum, tokens) rows, with a 95% percentile bootstrap interval over sequences (resampled
+    with a generator seeded by `seed`; the same draws for every share of one report)."""
 
     def share(index: torch.Tensor) -> torch.Tensor:  # index [K, S] -> [K]
         mean = lambda rows: rows[index, 0].sum(-1) / rows[index, 1].sum(-1)
-        return (mean(other) - mean(own)) / (mean(alone) - mean(full))
+        return (mean(high) - mean(low)) / (mean(alone) - mean(full))
 
-    count = own.shape[0]
+    count = low.shape[0]
     point = float(share(torch.arange(count)[None])[0])
     generator = torch.Generator().manual_seed(seed)
     draws = share(torch.randint(0, count, (samples, count), generator=generator))
     draws = draws[torch.isfinite(draws)]
-    low, high = (torch.quantile(draws, torch.tensor([0.025, 0.975], dtype=draws.dtype)).tolist()
-                 if draws.numel() else (math.nan, math.nan))
-    return {"share": point, "low": low, "high": high, "sequences": count, "bootstrap_samples": samples,
+    low_q, high_q = (torch.quantile(draws, torch.tensor([0.025, 0.975], dtype=draws.dtype)).tolist()
+                     if draws.numel() else (math.nan, math.nan))
+    return {"share": point, "low": low_q, "high": high_q, "sequences": count, "bootstrap_samples": samples,
             "seed": seed}
+
+
+def context_gain(own: torch.Tensor, other: torch.Tensor, alone: torch.Tensor, full: torch.Tensor,
+                 seed: int = 0, samples: int = BOOTSTRAP_SAMPLES) -> dict[str, float]:
+    """The content share (b - a) / (c - d): other text's memory b against own memory a."""
+    return gap_share(other, own, alone, full, seed, samples)
+
+
+def net_gain(own: torch.Tensor, alone: torch.Tensor, full: torch.Tensor,
+             seed: int = 0, samples: int = BOOTSTRAP_SAMPLES) -> dict[str, float]:
+    """The net share (c - a) / (c - d): no memory c against own memory a."""
+    return gap_share(alone, own, alone, full, seed, samples)
+
+
+def gap_shares(per_sequence: dict[str, Sequence[Sequence[float]]], seed: int = 0
+               ) -> dict[int, dict[str, dict[str, float]]]:
+    """Per ratio, the net share (own memory, no memory and full context scored for the same
+    sequences) and the content share (the other text's memory too), from per-sequence
+    (NLL sum, tokens) rows keyed by condition name, as `EvalReport.per_sequence` or its JSON hold them."""
+    rows = {name: torch.tensor([list(row) for row in value], dtype=torch.float64)
+            for name, value in per_sequence.items() if len(value)}
+    result: dict[int, dict[str, dict[str, float]]] = {}
+    if NO_MEMORY not in rows or FULL_CONTEXT not in rows:
+        return result
+    alone, full = rows[NO_MEMORY], rows[FULL_CONTEXT]
+    ratios = sorted(int(name.removeprefix("memory r=")) for name in rows
+                    if name.startswith("memory r=") and not name.endswith("other text"))
+    for ratio in ratios:
+        own, other = rows[memory_condition(ratio)], rows.get(other_text_condition(ratio))
+        if not (len(own) == len(alone) == len(full)):
+            continue
+        pair = {"net": net_gain(own, alone, full, seed=seed)}
+        if other is not None and len(other) == len(own):
+            pair["content"] = context_gain(own, other, alone, full, seed=seed)
+        result[ratio] = pair
+    return result
+
+
+def share_table(shares: dict[int, dict[str, dict[str, float]]], sequences: int) -> str:
+    """A markdown table of both shares per ratio (the printed report's and the README's layout)."""
+    shown = lambda pair, kind: (f"{pair[kind]['share']:.1%} | {pair[kind]['low']:.1%} .. {pair[kind]['high']:.1%}"
+                                if kind in pair else "not scored | ")
+    lines = ["net share = (no memory - own memory) / (no memory - full context); content share (context gain) = "
+             f"(other text - own memory) / (no memory - full context); mean NLL, 95% bootstrap interval over "
+             f"{sequences} sequences", "",
+             "| ratio | net share | 95% interval | content share | 95% interval |", "|---|---:|---|---:|---|"]
+    lines += [f"| {ratio} | {shown(pair, 'net')} | {shown(pair, 'content')} |" for ratio, pair in shares.items()]
+    return "\n".join(lines)
 
 
 def heldout_sequences(cfg, tokenizer) -> list[list[int]]:

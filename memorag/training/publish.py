@@ -168,7 +168,7 @@ def _evaluation_section(report: dict[str, Any] | None) -> str:
         shown = f"{perplexity:.3f}" if isinstance(perplexity, int | float) else f"n/a ({score.get('note', '')})"
         rows.append(f"| {name} | {score.get('tokens')} | {shown} |")
     table = header + "\n\n| condition | scored tokens | perplexity |\n|---|---:|---:|\n" + "\n".join(rows)
-    gains = report.get("context_gain") or {}
+    gains = report.get("content_share") or report.get("context_gain") or {}  # the older reports' name
     if gains:
         lines = [f"| {ratio} | {gain['share']:.1%} | {gain['low']:.1%} .. {gain['high']:.1%} |"
                  for ratio, gain in gains.items()]

@@ -309,6 +309,7 @@ class Trainer:
         interval = _Interval()
         reason = "finished"
         saved_at = self.step if self.resume_dir is not None else None
+        saved_elapsed = self.elapsed
         started = time.perf_counter() - self.elapsed
         while self.step < self.total_steps:
             tick = time.perf_counter()
@@ -331,9 +332,10 @@ class Trainer:
                 self.evaluate()
             stop = self._stop_requested()
             at_limit = cfg.optim.stop_at_step is not None and self.step >= cfg.optim.stop_at_step
-            if stop or at_limit or self.step % cfg.checkpoint.every_steps == 0 or self.step == self.total_steps:
+            if (stop or at_limit or self.step % cfg.checkpoint.every_steps == 0 or self.step == self.total_steps
+                    or self._checkpoint_due(saved_elapsed)):
                 self.save_checkpoint()
-                saved_at = self.step
+                saved_at, saved_elapsed = self.step, self.elapsed
             if stop or at_limit:
                 reason = f"stopped ({stop or 'optim.stop_at_step'})"
                 if acc.is_main_process:  # honoured: a later run of this output folder goes on
@@ -363,6 +365,17 @@ class Trainer:
             for name in ("SIGUSR1", "SIGTERM"):
                 if hasattr(signal, name):
                     signal.signal(getattr(signal, name), handler)
+
+    def _checkpoint_due(self, saved_elapsed: float) -> bool:
+        """`checkpoint.every_seconds` of training time since the last save, agreed on by every process."""
+        every = self.cfg.checkpoint.every_seconds
+        if not every:
+            return False
+        due = self.elapsed - saved_elapsed >= every
+        if self.world > 1:
+            flag = torch.tensor([1.0 if due else 0.0], device=self.accelerator.device)
+            due = float(self.accelerator.reduce(flag, reduction="sum")) > 0
+        return due
 
     def _stop_requested(self) -> str | None:
         """A stop signal or the stop file, agreed on by every process."""

@@ -13,7 +13,9 @@ from memorag.training.evaluate import (
     NO_MEMORY,
     context_gain,
     evaluate_heldout,
+    gap_shares,
     memory_condition,
+    net_gain,
     scored_spans,
 )
 from tests.memory.conftest import perturb_memory_parameters, random_ids, tiny_base
@@ -167,9 +169,28 @@ def test_the_report_gives_the_context_gain_when_all_four_conditions_are_scored(t
     mean = lambda name: report.scores[name].mean_nll
     expected = (mean("memory r=4, other text") - mean("memory r=4")) / (mean(NO_MEMORY) - mean(FULL_CONTEXT))
     assert gains[4]["share"] == pytest.approx(expected)
-    assert "context gain" in report.table()
+    net = (mean(NO_MEMORY) - mean("memory r=4")) / (mean(NO_MEMORY) - mean(FULL_CONTEXT))
+    assert report.shares()[4]["net"]["share"] == pytest.approx(net)
+    assert "net share" in report.table() and "content share" in report.table()
     report.save(tmp_path / "r.json")
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["context_gain"]["r=4"]["share"] == pytest.approx(expected)
+    assert data["content_share"]["r=4"]["share"] == pytest.approx(expected)
+    assert data["net_share"]["r=4"]["share"] == pytest.approx(net)
+    recomputed = gap_shares(data["per_sequence"])  # from the saved JSON alone (NLLs rounded to 6 decimals)
+    assert recomputed[4]["net"]["share"] == pytest.approx(net, rel=1e-5)
+    assert recomputed[4]["content"]["share"] == pytest.approx(expected, rel=1e-4)
     assert len(data["per_sequence"][NO_MEMORY]) == 3
     assert evaluate_heldout(memory_model, sequences, ratios=[4]).context_gains() == {}  # no control, no gain
+
+
+def test_the_net_share_is_zero_when_the_memory_scores_like_the_window_alone():
+    rows = lambda values: torch.tensor([[v * 10, 10] for v in values], dtype=torch.float64)
+    own, other, alone, full = rows([3.0, 3.2, 2.8]), rows([3.5, 3.4, 3.3]), rows([3.0, 3.2, 2.8]), rows([1.0, 1.2, 0.8])
+    assert net_gain(own, alone, full)["share"] == pytest.approx(0.0)
+    assert context_gain(own, other, alone, full)["share"] == pytest.approx((3.4 - 3.0) / 2.0)
+    per_sequence = {NO_MEMORY: alone.tolist(), FULL_CONTEXT: full.tolist(), "memory r=2": own.tolist(),
+                    "memory r=8": own.tolist(), "memory r=8, other text": other.tolist()}
+    shares = gap_shares(per_sequence)
+    assert sorted(shares) == [2, 8]
+    assert set(shares[2]) == {"net"}  # r=2 has no control scored: no content share, not a guess
+    assert shares[8]["content"]["share"] == pytest.approx(0.2)
