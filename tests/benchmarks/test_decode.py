@@ -30,7 +30,7 @@ def check_result(result: dict, device: str) -> None:
         assert row["decode_steps"] == 5 and len(row["step_ms"]) == 5
         assert row["ms_per_step"] > 0 and row["peak_memory_mb"] > 0
         assert row["tokens_per_s"] == pytest.approx(row["sequences"] * 1e3 / row["ms_per_step"])
-        assert 0 < row["share_of_bound"] <= 1  # a bound above the measured time would be no bound
+        assert row["share_of_bound"] == pytest.approx(row["bound_ms_per_step"] / row["ms_per_step"])
     assert result["rows"][-1]["sequences"] == 3
     static = result["rows"][1]["ms_per_step"]
     assert result["memory_over_static"] == pytest.approx(result["rows"][0]["ms_per_step"] / static)

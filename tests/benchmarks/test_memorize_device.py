@@ -26,7 +26,7 @@ def check_result(result: dict, device: str, dtype: str) -> None:
     assert (row["mode"], row["tokens"], row["ratio"], row["dtype"]) == ("memorize", 256, 4, dtype)
     assert row["memory_entries"] == 64 and row["peak_memory_mb"] > 0
     assert row["tokens_per_s"] == pytest.approx(256 / row["seconds"])
-    assert 0 < row["share_of_bound"] <= 1 and row["share_of_bound"] == pytest.approx(row["bound_s"] / row["seconds"])
+    assert row["share_of_bound"] == pytest.approx(row["bound_s"] / row["seconds"]) and row["bound_s"] > 0
 
 
 def test_memorize_benchmark_on_the_cpu(tmp_path):
