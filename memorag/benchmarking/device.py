@@ -36,13 +36,20 @@ def dtype_option(text: str) -> str:
     return name
 
 
+def dtype_or_auto_option(text: str) -> str:
+    """An argparse type: `dtype_option`'s names, or auto (the checkpoint's own precision)."""
+    return "auto" if text.strip().lower() == "auto" else dtype_option(text)
+
+
 def add_device_options(parser: argparse.ArgumentParser, dtype_default: str | list[str] = "bf16",
                        several_dtypes: bool = False) -> None:
-    """`--device`, `--dtype` (one, or with `several_dtypes` a list) and `--peak-size`."""
+    """`--device`, `--dtype` (one, or with `several_dtypes` a list; "auto" allowed only where it is the
+    default: a script that loads a checkpoint), `--threads`, `--peak-size` and `--copy-mb`."""
     group = parser.add_argument_group("device and precision")
     group.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    default = [dtype_option(d) for d in dtype_default] if several_dtypes else dtype_option(dtype_default)
-    group.add_argument("--dtype", type=dtype_option, nargs="+" if several_dtypes else None, default=default,
+    kind = dtype_or_auto_option if dtype_default == "auto" else dtype_option
+    default = [kind(d) for d in dtype_default] if several_dtypes else kind(dtype_default)
+    group.add_argument("--dtype", type=kind, nargs="+" if several_dtypes else None, default=default,
                        metavar="DTYPE", help=f"bf16, fp16 or fp32 (default {dtype_default})")
     group.add_argument("--peak-size", type=int, default=None, metavar="N",
                        help="side of the square matmul timed for the GEMM peak (default 4096 on the CPU, 8192 on CUDA)")
