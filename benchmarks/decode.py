@@ -18,13 +18,14 @@ steps after prefill are left out. The bound of a step is every weight and every 
 and value read once at the device's measured copy rate (`memorag.roofline.decode_bound_s`);
 the GEMM and attention peaks are measured in the same run and recorded beside it. Peak
 memory is per decoding (torch.cuda.max_memory_allocated on CUDA, peak RSS on the CPU).
-Prints a markdown table and writes JSON (`--json`, default benchmarks/results/decode.json).
+Prints a markdown table and writes JSON (`--json`, default benchmarks/results/decode-HOST.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import platform
 import sys
 import time
 from pathlib import Path
@@ -154,10 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=40)
     parser.add_argument("--new-tokens", type=int, default=32, help="timed decoding steps")
     parser.add_argument("--warmup-steps", type=int, default=4, help="steps after prefill left out of the timing")
-    parser.add_argument("--json", help="where to write the result (default benchmarks/results/decode.json)")
+    parser.add_argument("--json", help="where to write the result (default benchmarks/results/decode-HOST.json)")
     args = parser.parse_args(argv)
     result = run(args)
-    out = Path(args.json or RESULTS / "decode.json")
+    out = Path(args.json or RESULTS / f"decode-{platform.node()}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
