@@ -20,7 +20,7 @@ UV_INSTALL = $(UV) pip install --python $(PYTHON) --no-deps --require-hashes
 STAMP := $(VENV)/.memorag-setup.stamp
 LOCKS := requirements/lock.txt requirements/data.txt requirements/uv.txt
 
-.PHONY: setup test demo bench lint bible lock test-latest
+.PHONY: setup test demo bench bench-gpu lint bible lock test-latest
 
 setup: $(STAMP)
 
@@ -94,6 +94,10 @@ bench: setup
 	$(PYTHON) benchmarks/retrieval.py
 	$(PYTHON) benchmarks/pipeline.py
 	$(PYTHON) benchmarks/train.py
+
+# The GPU set (benchmarks/gpu.sh): make bench-gpu OUT=folder [BEFORE=another checkout]; needs a CUDA GPU.
+bench-gpu:
+	benchmarks/gpu.sh "$(OUT)" $(BEFORE)
 
 lint: setup
 	$(VENV)/bin/ruff check .

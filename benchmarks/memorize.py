@@ -1,27 +1,35 @@
-"""Memorize speed and memory on the embedded model's shape (docs/memory-model.md).
+"""Memorize speed and memory on a model's shape (docs/memory-model.md), on the CPU or a GPU.
 
     python benchmarks/memorize.py                 # the full grid, random weights
     python benchmarks/memorize.py --quick         # 4K and 8K only
-    python benchmarks/memorize.py --lengths 8192 --ratios 4 --dtypes bfloat16
+    python benchmarks/memorize.py --lengths 8192 --ratios 4 --dtype bf16
+    python benchmarks/memorize.py --device cuda --dtype bf16 --shape qwen2-7b --lengths 16384 32768 --ratios 4
     git worktree add /tmp/before REV && python benchmarks/memorize.py --baseline /tmp/before \
-        --lengths 8192 16384 32768 --ratios 4 16 --dtypes bfloat16 --repeats 2
+        --lengths 8192 16384 32768 --ratios 4 16 --dtype bf16 --repeats 2
 
 Each cell runs in a fresh process (so peak memory is the cell's own): memorize N
-random tokens at ratio r with window 1024, full-coverage attention, memory
+random tokens at ratio r with window `--window` (1024), full-coverage attention, memory
 parameters qkv, SDPA; beside it a plain transformers forward (no memory, no logits)
-over the same tokens where they fit in the model's 8192 positions. Weights are
-random with SmolLM2-135M's dimensions (`--embedded` uses the real embedded model);
-positions are raised to 65536 so that 32K tokens fit at r=4 (random weights: speed
-only, no quality). Prints a markdown table and writes JSON to benchmarks/results/.
+over the same tokens where they fit in `--plain-max` (8192) tokens. Weights are
+random with the dimensions of `--shape` (memorag/benchmarking/shapes.py; default
+SmolLM2-135M's; `--embedded` uses the real embedded model); positions are raised to
+65536 so that 32K tokens fit at r=4 (random weights: speed only, no quality). The
+device options (`--device`, `--dtype`, one or more, `--threads`) are the shared ones of
+memorag/benchmarking/device.py. Peak memory is that of the timed run (CUDA:
+torch.cuda.max_memory_allocated; CPU: peak RSS). Prints a markdown table and writes
+JSON to benchmarks/results/.
 
 Beside each memorize cell: its lower bound from `benchmarks/roofline.py` (the cell's
-exact FLOPs, linear layers at this machine's measured GEMM peak and attention at the
-fused attention kernel's measured rate), and the measured time as a share of it.
+exact FLOPs, linear layers at the device's GEMM peak and attention at the fused
+attention kernel's rate, both measured in the same run), and the measured time as a
+share of it.
 
 `--baseline DIR` compares with another checkout of the project (e.g. the commit before a
 change): every memorize cell runs in both trees, alternating, `--repeats` times each,
 and the table gives the best time of each and their ratio (before / after; above 1:
-this tree is faster). Alternating keeps any load on the machine fair to both.
+this tree is faster). Alternating keeps any load on the machine fair to both. Options
+the baseline's own script may not know (`--device`, `--shape`, `--window`) are passed
+to it only when they differ from their defaults.
 """
 
 from __future__ import annotations
@@ -31,66 +39,72 @@ import json
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-# SmolLM2-135M's architecture (the embedded model), for random-weight runs.
-SMOLLM2_SHAPE = dict(
-    vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-    num_key_value_heads=3, rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
-)
+from memorag.benchmarking.device import BenchDevice, add_device_options, dtype_option
+from memorag.benchmarking.shapes import SHAPES, random_base, shape_config
+from memorag.roofline import Shape, bounds, memorize_flops
+
+DEFAULTS = {"device": "cpu", "shape": "smollm2-135m", "window": 1024}
 
 
-def _peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def run_cell(mode: str, length: int, ratio: int, dtype_name: str, embedded: bool, threads: int | None) -> dict:
+def run_cell(mode: str, length: int, ratio: int, dtype_name: str, args: argparse.Namespace) -> dict:
     """One measurement, in this process."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from memorag.memory import MemoryConfig, MemoryModel
 
-    if threads:
-        torch.set_num_threads(threads)
+    device = BenchDevice.from_args(args)
     dtype = getattr(torch, dtype_name)
     torch.manual_seed(0)
-    if embedded:
+    if args.embedded:
         from transformers import AutoModelForCausalLM
 
         from memorag.models import resolve_lm
 
-        base = AutoModelForCausalLM.from_pretrained(resolve_lm(None), dtype=dtype)
+        base = AutoModelForCausalLM.from_pretrained(resolve_lm(None), dtype=dtype).to(device.torch_device)
         base.config.max_position_embeddings = max(base.config.max_position_embeddings, 65536)
     else:
-        config = LlamaConfig(**SMOLLM2_SHAPE, max_position_embeddings=65536, attn_implementation="sdpa")
-        base = LlamaForCausalLM(config).to(dtype)
+        base = random_base(args.shape, device.name, dtype_name)
     base.eval()
-    ids = torch.randint(0, base.config.vocab_size, (1, length))
+    ids = torch.randint(0, base.config.vocab_size, (1, length)).to(device.torch_device)
     result = {"mode": mode, "tokens": length, "ratio": ratio if mode == "memorize" else None, "dtype": dtype_name}
     if mode == "plain":
         with torch.no_grad():
             base.model(ids[:, :64])  # warm-up
-            start = time.perf_counter()
-            base.model(ids, use_cache=False)
-            seconds = time.perf_counter() - start
+            device.reset_peak_memory()
+            seconds, _ = device.seconds(lambda: base.model(ids, use_cache=False))
         result["kv_bytes_per_token"] = 2 * base.config.num_hidden_layers * base.config.num_key_value_heads * (
             base.config.hidden_size // base.config.num_attention_heads) * torch.finfo(dtype).bits // 8
     else:
-        model = MemoryModel(base, MemoryConfig(window=1024, ratios=[ratio]))
+        model = MemoryModel(base, MemoryConfig(window=args.window, ratios=[ratio]))
         model.memorize(ids[0, :64].tolist(), show_progress=False)  # warm-up
-        start = time.perf_counter()
-        memory = model.memorize(ids[0].tolist(), show_progress=False)
-        seconds = time.perf_counter() - start
+        device.reset_peak_memory()
+        seconds, memory = device.seconds(lambda: model.memorize(ids[0].tolist(), show_progress=False))
         result["memory_entries"] = memory.num_entries
         result["memory_mb"] = memory.nbytes / 2**20
         result["kv_bytes_per_token"] = memory.nbytes / length
-    result.update(seconds=seconds, tokens_per_s=length / seconds, peak_rss_mb=_peak_rss_mb())
+    result.update(seconds=seconds, tokens_per_s=length / seconds, peak_memory_mb=device.peak_memory_mb())
     return result
+
+
+def _cell_options(args) -> list[str]:
+    """The command-line options a cell's process needs (non-defaults only: see the docstring)."""
+    options = ["--embedded"] if args.embedded else []
+    options += ["--threads", str(args.threads)] if args.threads else []
+    for name, default in DEFAULTS.items():
+        if getattr(args, name) != default:
+            options += [f"--{name}", str(getattr(args, name))]
+    return options
+
+
+def _peaks(args, device: BenchDevice) -> dict[str, dict[str, float]]:
+    """The device's GEMM and attention peaks per dtype, measured now (attention at this window)."""
+    return {dtype: device.peaks(args, dtype, _shape(args), args.window, 4 * args.window) for dtype in args.dtype}
+
+
+def _shape(args) -> Shape:
+    return Shape.of(shape_config("smollm2-135m" if args.embedded else args.shape))
 
 
 def _run_in(tree: Path, cell: tuple, args) -> dict:
@@ -98,8 +112,7 @@ def _run_in(tree: Path, cell: tuple, args) -> dict:
     import os
 
     command = [sys.executable, str(tree / "benchmarks" / "memorize.py"), "--cell", ",".join(map(str, cell))]
-    command += ["--embedded"] if args.embedded else []
-    command += ["--threads", str(args.threads)] if args.threads else []
+    command += _cell_options(args)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     completed = subprocess.run(command, capture_output=True, text=True, check=False, env=env, cwd=tree)
     if completed.returncode != 0:
@@ -116,12 +129,11 @@ def _revision(tree: Path) -> str:
 
 def compare(args, lengths: list[int]) -> None:
     """Memorize cells in this tree and in `args.baseline`, alternating; best of `args.repeats` each."""
-    from memorag.roofline import bounds, measure_peaks, memorize_flops
-
     here, there = Path(__file__).resolve().parents[1], Path(args.baseline).resolve()
-    peaks = {dtype: measure_peaks(dtype) for dtype in args.dtypes}
+    device = BenchDevice.from_args(args)
+    peaks = _peaks(args, device)
     rows = []
-    for dtype in args.dtypes:
+    for dtype in args.dtype:
         for ratio in args.ratios:
             for length in lengths:
                 cell = ("memorize", length, ratio, dtype)
@@ -130,7 +142,7 @@ def compare(args, lengths: list[int]) -> None:
                     for label, tree in (("before", there), ("after", here)):
                         times[label].append(_run_in(tree, cell, args)["seconds"])
                 best = {label: min(values) for label, values in times.items()}
-                bound = bounds(memorize_flops(length, 1024, ratio), peaks[dtype])["at_kernel_rates_s"]
+                bound = bounds(memorize_flops(length, args.window, ratio, _shape(args)), peaks[dtype])["at_kernel_rates_s"]
                 rows.append({"dtype": dtype, "ratio": ratio, "tokens": length, "runs": times, **best,
                              "before_over_after": best["before"] / best["after"], "after_bound_s": bound})
                 print(f"{dtype} r={ratio} {length} tok: before {best['before']:.2f} s, after {best['after']:.2f} s, "
@@ -148,70 +160,70 @@ def compare(args, lengths: list[int]) -> None:
     from memorag.machine import cpu_model
 
     machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": cpu_model(),
-               "before": _revision(there), "after": _revision(here), "repeats": args.repeats}
+               "before": _revision(there), "after": _revision(here), "repeats": args.repeats, **device.record()}
     out.write_text(json.dumps({"machine": machine, "peaks_flop_per_s": peaks, "rows": rows}, indent=2))
     print(f"\nwrote {out}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_device_options(parser, ["bf16", "fp32"], several_dtypes=True)
+    parser.add_argument("--shape", default=DEFAULTS["shape"], choices=list(SHAPES), help="random weights of this shape")
+    parser.add_argument("--window", type=int, default=DEFAULTS["window"])
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192, 16384, 32768])
     parser.add_argument("--ratios", type=int, nargs="+", default=[4, 16])
-    parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
     parser.add_argument("--plain-max", type=int, default=8192, help="longest plain forward (model positions)")
     parser.add_argument("--quick", action="store_true", help="4K and 8K only")
     parser.add_argument("--embedded", action="store_true", help="real embedded weights instead of random ones")
-    parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/memorize-HOST.json)")
     parser.add_argument("--baseline", help="another checkout of the project to compare memorize cells with")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each cell (the best time counts)")
     parser.add_argument("--cell", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.cell:
         mode, length, ratio, dtype = args.cell.split(",")
-        print(json.dumps(run_cell(mode, int(length), int(ratio), dtype, args.embedded, args.threads)))
+        print(json.dumps(run_cell(mode, int(length), int(ratio), dtype_option(dtype), args)))
         return
     lengths = [n for n in args.lengths if n <= 8192] if args.quick else args.lengths
     if args.baseline:
         compare(args, lengths)
         return
     cells = []
-    for dtype in args.dtypes:
+    for dtype in args.dtype:
         for ratio in args.ratios:
             cells += [("memorize", n, ratio, dtype) for n in lengths]
         cells += [("plain", n, 0, dtype) for n in lengths if n <= args.plain_max]
-    from memorag.roofline import bounds, measure_peaks, memorize_flops
-
-    peaks = {dtype: measure_peaks(dtype) for dtype in args.dtypes}
+    device = BenchDevice.from_args(args)
+    peaks = _peaks(args, device)
     results = []
     for cell in cells:
-        command = [sys.executable, __file__, "--cell", ",".join(map(str, cell))]
-        command += ["--embedded"] if args.embedded else []
-        command += ["--threads", str(args.threads)] if args.threads else []
+        command = [sys.executable, __file__, "--cell", ",".join(map(str, cell))] + _cell_options(args)
         completed = subprocess.run(command, capture_output=True, text=True, check=False)
         if completed.returncode != 0:
             print(completed.stderr[-2000:], file=sys.stderr)
             raise SystemExit(f"cell {cell} failed")
         row = json.loads(completed.stdout.strip().splitlines()[-1])
         if row["mode"] == "memorize":
-            row["flops"] = memorize_flops(row["tokens"], 1024, row["ratio"])
+            row["flops"] = memorize_flops(row["tokens"], args.window, row["ratio"], _shape(args))
             row["bound_s"] = bounds(row["flops"], peaks[row["dtype"]])["at_kernel_rates_s"]
+            row["share_of_bound"] = row["bound_s"] / row["seconds"]
         results.append(row)
         label = f"{row['mode']:8s} {row['dtype']:8s} r={row['ratio'] or '-':<3} {row['tokens']:>6} tok"
-        print(f"{label}  {row['seconds']:7.2f} s  {row['tokens_per_s']:7.0f} tok/s  peak {row['peak_rss_mb']:6.0f} MB",
+        print(f"{label}  {row['seconds']:7.2f} s  {row['tokens_per_s']:7.0f} tok/s  peak {row['peak_memory_mb']:6.0f} MB",
               flush=True)
     print()
     for dtype, peak in peaks.items():
-        print(f"{dtype}: GEMM peak {peak['gemm'] / 1e9:.0f} GFLOP/s, fused attention {peak['attention'] / 1e9:.0f} GFLOP/s")
-    print("| mode | dtype | ratio | tokens | seconds | tokens/s | bound s | bound/time | peak RSS MB | memory MB "
+        print(f"{dtype}: GEMM peak {peak['gemm'] / 1e9:,.0f} GFLOP/s, fused attention {peak['attention'] / 1e9:,.0f} "
+              f"GFLOP/s ({device.name})")
+    print("| mode | dtype | ratio | tokens | seconds | tokens/s | bound s | bound/time | peak MB | memory MB "
           "| KV bytes/token |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in results:
         bound = row.get("bound_s")
-        bound_text = "-" if bound is None else f"{bound:.1f}"
+        bound_text = "-" if bound is None else f"{bound:.2f}"
         share = "-" if bound is None else f"{bound / row['seconds']:.0%}"
         print(f"| {row['mode']} | {row['dtype']} | {row['ratio'] or '-'} | {row['tokens']} | {row['seconds']:.2f} | "
-              f"{row['tokens_per_s']:.0f} | {bound_text} | {share} | {row['peak_rss_mb']:.0f} | "
+              f"{row['tokens_per_s']:.0f} | {bound_text} | {share} | {row['peak_memory_mb']:.0f} | "
               f"{row.get('memory_mb', float('nan')):.1f} | {row['kv_bytes_per_token']:.0f} |")
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-{platform.node()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -220,9 +232,11 @@ def main() -> None:
     from memorag.machine import cpu_model
 
     machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": cpu_model(),
-               "torch": torch.__version__,
-               "weights": "embedded" if args.embedded else "random (SmolLM2-135M shape)"}
-    out.write_text(json.dumps({"machine": machine, "peaks_flop_per_s": peaks, "results": results}, indent=2))
+               "torch": torch.__version__, **device.record(),
+               "weights": "embedded" if args.embedded else f"random ({args.shape} shape)"}
+    settings = {"window": args.window, "shape": "smollm2-135m" if args.embedded else args.shape}
+    out.write_text(json.dumps({"machine": machine, "settings": settings, "peaks_flop_per_s": peaks,
+                               "results": results}, indent=2))
     print(f"\nwrote {out}")
 
 

@@ -6,6 +6,7 @@
     python benchmarks/pipeline.py --clue-decoding 3   # also: the clue stage one-by-one vs batched, 3 rounds
     python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only   # that comparison alone
     python benchmarks/pipeline.py --memory-weights untrained   # other memory weights (default: the shipped ones)
+    python benchmarks/pipeline.py --device cuda --dtype bf16   # on a GPU (the embedded models must be installed)
 
 `--clue-decoding N` times the clue stage (the memory model writing its clue kinds for the
 question) N times in each of its three decodings, interleaved round by round (the
@@ -17,7 +18,12 @@ differ where two tokens tie). It writes benchmarks/results/clue_decoding.json.
 Stages: load the models; memorize (the memory model reads the text), chunk, embed and
 index; the memory model writes clues; retrieve; the generator answers; save; reload the
 save in a fresh process (models included) against memorizing it again. Peak memory is
-the process's peak resident set (VmHWM). Prints a markdown table and writes JSON to
+the process's peak resident set (VmHWM) and, on CUDA, torch.cuda.max_memory_allocated.
+The device options (`--device`, `--dtype`, default auto: the checkpoints' own, `--threads`)
+are the shared ones of memorag/benchmarking/device.py; the models load there. Beside the
+memorize stage: its tokens/s and a lower bound on its time from the GEMM and attention
+peaks measured in the same run (`memorag.roofline`, counting the whole windows only, so
+it stays a lower bound). Prints a markdown table and writes JSON to
 benchmarks/results/pipeline.json (or --out).
 """
 
@@ -31,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from memorag.benchmarking.device import BenchDevice, add_device_options
 from memorag.machine import load_average, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,14 +45,7 @@ TEXT = ROOT / "examples" / "kjv_ruth_esther_jonah.txt"
 QUESTION = "Which city was Jonah sent to?"
 
 
-def _peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def reload_in_fresh_process(directory: str, threads: int | None) -> dict:
+def reload_in_fresh_process(directory: str, threads: int | None, device: str, dtype: str) -> dict:
     """Time `MemoRAG.load` (models included) in a new process, so nothing is warm."""
     code = (
         "import json, sys, time\n"
@@ -53,7 +53,7 @@ def reload_in_fresh_process(directory: str, threads: int | None) -> dict:
         + "from memorag.cli import _quiet_libraries; _quiet_libraries()\n"
         "started = time.perf_counter()\n"
         "from memorag.pipeline import MemoRAG\n"
-        f"rag = MemoRAG.load({directory!r})\n"
+        f"rag = MemoRAG.load({directory!r}, device={device!r}, dtype={dtype!r})\n"
         "print(json.dumps({'reload_s': time.perf_counter() - started, 'tokens': rag.memory.num_tokens}))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
@@ -120,10 +120,25 @@ def weights_description(rag) -> dict:
             "parameters_sha256": rag.memory_model.memory_weights_hash()}
 
 
-def main() -> int:
+def memorize_bound(rag, device: BenchDevice, args) -> dict:
+    """The memorize stage against its lower bound: the device's peaks now, FLOPs of the whole windows."""
+    from memorag.roofline import Shape, bounds, memorize_flops
+
+    model = rag.memory_model
+    shape, window = Shape.of(model.base_model.config), model.config.window
+    ratio = rag.memory.ratio or min(model.config.ratios)
+    dtype = str(model.base_dtype).removeprefix("torch.")
+    peaks = device.peaks(args, dtype, shape, window, 4 * window)
+    whole = rag.memory.num_tokens - rag.memory.num_tokens % window
+    bound = bounds(memorize_flops(whole, window, ratio, shape), peaks)["at_kernel_rates_s"] if whole else 0.0
+    return {"dtype": dtype, "peaks": peaks, "ratio": ratio, "window": window, "bound_s": bound}
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_device_options(parser, "auto")
     parser.add_argument("--quick", action="store_true", help="only the first 16,000 characters")
-    parser.add_argument("--threads", type=int, help="torch threads")
+    parser.add_argument("--chars", type=int, help="only the first N characters (a smoke test)")
     parser.add_argument("--question", default=QUESTION)
     parser.add_argument("--memory-weights", default="auto",
                         help="memory weights: auto (the shipped ones), untrained, or a folder")
@@ -133,26 +148,25 @@ def main() -> int:
     parser.add_argument("--clue-only", action="store_true",
                         help="with --clue-decoding: stop after it (no ask, save or reload stages)")
     parser.add_argument("--clue-out", default=str(ROOT / "benchmarks" / "results" / "clue_decoding.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import torch
 
     load_before = load_average()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    device = BenchDevice.from_args(args)
     from memorag.cli import _quiet_libraries
     from memorag.pipeline import MemoRAG
     from memorag.retrieval import Document
 
     _quiet_libraries()
     text = TEXT.read_text(encoding="utf-8")
-    if args.quick:
-        text = text[:16000]
+    if args.quick or args.chars:
+        text = text[: args.chars or 16000]
     document = Document(id=TEXT.name, title="", text=text)
     stages: dict[str, float] = {}
 
     started = time.perf_counter()
-    rag = MemoRAG(memory_weights=args.memory_weights)
+    rag = MemoRAG(memory_weights=args.memory_weights, device=device.name, dtype=args.dtype)
     rag.memory_model  # noqa: B018 - load now, to time it
     stages["load memory model"] = time.perf_counter() - started
     started = time.perf_counter()
@@ -183,9 +197,12 @@ def main() -> int:
         started = time.perf_counter()
         rag.save(Path(folder) / "saved")
         stages["save"] = time.perf_counter() - started
-        reload = reload_in_fresh_process(str(Path(folder) / "saved"), args.threads)
+        reload = reload_in_fresh_process(str(Path(folder) / "saved"), args.threads, device.name, args.dtype)
     stages["reload in a fresh process (models included)"] = reload["reload_s"]
-    peak = _peak_rss_mb()
+    peak = device.peak_memory_mb()
+    memorize = memorize_bound(rag, device, args)
+    memorize.update(tokens_per_s=rag.memory.num_tokens / stages["memorize (memory model reads)"],
+                    share_of_bound=memorize["bound_s"] / stages["memorize (memory model reads)"])
 
     rows = [(stage, seconds) for stage, seconds in stages.items()]
     print(f"\nMemoRAG pipeline on {TEXT.name}{' (quick)' if args.quick else ''}: {rag.memory.num_tokens:,} tokens, "
@@ -195,7 +212,11 @@ def main() -> int:
         print(f"| {stage} | {seconds:.2f} |")
     print(f"\nmemorize + chunk + index: {memorize_total:.1f} s; reload: {reload['reload_s']:.1f} s "
           f"({memorize_total / reload['reload_s']:.1f}x faster than memorizing again)")
-    print(f"peak memory (RSS): {peak:.0f} MiB; memory of the context: {rag.memory.nbytes / 2**20:.1f} MiB")
+    print(f"memorize: {memorize['tokens_per_s']:.0f} tokens/s, {memorize['share_of_bound']:.0%} of its bound "
+          f"({memorize['bound_s']:.2f} s at GEMM {memorize['peaks']['gemm'] / 1e9:,.0f} GFLOP/s and attention "
+          f"{memorize['peaks']['attention'] / 1e9:,.0f} GFLOP/s, {device.name})")
+    print(f"peak memory ({device.peak_memory_kind}): {peak:.0f} MiB; memory of the context: "
+          f"{rag.memory.nbytes / 2**20:.1f} MiB")
     print(f"question: {args.question}\nclues: {answer.clues}\nanswer: {answer.answer}")
 
     result = {
@@ -208,7 +229,8 @@ def main() -> int:
         "stages_s": {stage: round(seconds, 3) for stage, seconds in stages.items()},
         "memorize_total_s": round(memorize_total, 3),
         "reload_s": round(reload["reload_s"], 3),
-        "peak_rss_mib": round(peak, 1),
+        "peak_memory_mib": round(peak, 1),
+        "memorize": memorize,
         "question": args.question,
         "answer": answer.answer,
         "clues": answer.clues,
@@ -216,6 +238,7 @@ def main() -> int:
                      "clue_kinds": rag.config.clue_kinds, "clue_max_new_tokens": rag.config.clue_max_new_tokens},
         "memory_weights": weights_description(rag),
         "machine": machine_record(load_before),
+        "device": device.record(),
         "note": "timings on a shared CPU machine vary with its load (see the load averages)",
     }
     out = Path(args.out)

@@ -1,16 +1,23 @@
-"""Training speed of the embedded memory model beside the lower bound this machine allows.
+"""Training speed of the memory model beside the lower bound the device allows, on the CPU or a GPU.
 
     python benchmarks/train.py --quick               # a smoke: bf16, window 256, batch 1, both stages, 512 tokens
     python benchmarks/train.py                       # the grid: bf16/fp32 x window 1024/256 x batch 1/2 x both stages
-    python benchmarks/train.py --precisions bf16 --windows 256 --batches 1 --tokens 2048 --steps 3
+    python benchmarks/train.py --dtype bf16 --windows 256 --batches 1 --tokens 2048 --steps 3
     python benchmarks/train.py --quick --profile     # also the top operators of one step (torch.profiler)
+    python benchmarks/train.py --device cuda --dtype bf16 --shape qwen2-7b --windows 1024 --batches 1 \
+        --tokens 16384 --stages pretrain --memory-rank 0 --steps 2 --json $OUT/train-7b.json
 
 One training step = forward with the loss (the trainer's `objective_forward`, LM loss),
-backward, gradient clipping and an AdamW step, on the embedded SmolLM2-135M-Instruct with gradient checkpointing per window, memory
+backward, gradient clipping and an AdamW step, with gradient checkpointing per window, memory
 parameters in fp32, one fixed ratio (`--ratio`, default 4) so the FLOPs are exact, and the
 low-rank memory projections of the CPU recipe (`--memory-rank`, 0 for the full ones).
-`pretrain` steps read packed text (every token a label); `sft` steps read a clue-SFT
-sample (context, instruction, a target; loss on the target only) of the same length.
+The model is the embedded SmolLM2-135M-Instruct (`--shape embedded`, the default) or
+random weights of a named shape (memorag/benchmarking/shapes.py: no download; random
+token ids then stand for the text). The device options (`--device`, `--dtype`, one or
+more, `--threads`) are the shared ones of memorag/benchmarking/device.py; the step runs
+under autocast in bf16 or fp16. `pretrain` steps read packed text (every token a label);
+`sft` steps read a clue-SFT sample (context, instruction, a target; loss on the target
+only) of the same length.
 
 The bound (`train_step_flops`, checked call by call in tests/benchmarks/test_train_bound.py)
 counts the work a step must do: the forward (every raw and memory row through each layer,
@@ -21,7 +28,11 @@ under checkpointing, the recomputed forward. `bounds` from `memorag.roofline` tu
 seconds at this machine's measured GEMM peak and fused attention rate; tokens/s of the
 bound is the most a step could do. The logits are counted for the rows that have a label
 (the least a step needs; for SFT this is the target only), so a step that computes more
-shows it as a lower share of the bound.
+shows it as a lower share of the bound. MFU is the usual model-FLOPs utilization: three
+times the forward FLOPs of the step (the frozen base and the memory projections, attention
+and the labelled rows' logits), as if every weight were trained, per second, over the GEMM
+peak measured in the same run. Peak memory is that of the timed steps (CUDA:
+torch.cuda.max_memory_allocated; CPU: peak RSS).
 
 Prints a markdown table and writes JSON (`--json`, default benchmarks/results/train.json;
 `--quick` writes train-quick.json).
@@ -36,8 +47,10 @@ import sys
 import time
 from pathlib import Path
 
+from memorag.benchmarking.device import BenchDevice, add_device_options, short_dtype
+from memorag.benchmarking.shapes import SHAPES, random_base
 from memorag.machine import cpu_model
-from memorag.roofline import Shape, bounds, measure_peaks, memorize_scores
+from memorag.roofline import Shape, bounds, memorize_scores
 
 VOCAB = 49152  # SmolLM2's vocabulary
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -98,26 +111,34 @@ def _text_ids(tokenizer, count: int) -> list[int]:
     return ids[:count]
 
 
-def _batch(stage: str, tokenizer, tokens: int, batch: int, target_tokens: int):
-    """(input_ids [B, N], labels [B, N]) of one micro-batch of the stage."""
+def _batch(stage: str, tokenizer, tokens: int, batch: int, target_tokens: int, vocab: int):
+    """(input_ids [B, N], labels [B, N]) of one micro-batch of the stage; random ids without a tokenizer."""
     import torch
 
-    ids = torch.tensor([_text_ids(tokenizer, tokens)] * batch)
+    if tokenizer is None:
+        ids = torch.randint(2, vocab, (1, tokens), generator=torch.Generator().manual_seed(0)).repeat(batch, 1)
+    else:
+        ids = torch.tensor([_text_ids(tokenizer, tokens)] * batch)
     labels = ids.clone()
     if stage == "sft":
         labels[:, : tokens - target_tokens] = -100  # context and instruction: no loss
     return ids, labels
 
 
-def build(precision: str, window: int, ratio: int, memory_rank: int):
-    """The embedded memory model as training builds it: bf16 or fp32 base, fp32 memory parameters."""
+def build(precision: str, window: int, ratio: int, memory_rank: int, shape: str = "embedded", device: str = "cpu"):
+    """The memory model as training builds it: the base in `precision` (a torch dtype name), fp32 memory
+    parameters; the embedded model, or random weights of a named shape, on `device`."""
     import torch
 
     from memorag.memory import MemoryConfig, MemoryModel
     from memorag.memory.lowrank import apply_lowrank
 
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    model = MemoryModel.from_pretrained(memory_weights="untrained", config=MemoryConfig(window=window, ratios=[ratio]), dtype=dtype)
+    config = MemoryConfig(window=window, ratios=[ratio])
+    if shape == "embedded":
+        model = MemoryModel.from_pretrained(memory_weights="untrained", config=config,
+                                            dtype=getattr(torch, precision)).to(device)
+    else:
+        model = MemoryModel(random_base(shape, device, precision), config)
     if memory_rank:
         apply_lowrank(model, memory_rank)
     for parameter in model.memory_parameters().values():
@@ -126,8 +147,10 @@ def build(precision: str, window: int, ratio: int, memory_rank: int):
     return model.train()
 
 
-def time_steps(model, ids, labels, precision: str, steps: int, warmup: int = 1, profile: bool = False) -> dict:
-    """Seconds per optimizer step (median of `steps` after `warmup`)."""
+def time_steps(model, ids, labels, precision: str, steps: int, warmup: int = 1, profile: bool = False,
+               device: BenchDevice | None = None) -> dict:
+    """Seconds per optimizer step (median of `steps` after `warmup`; the device synchronized around each),
+    and the peak memory of the timed steps."""
     import contextlib
 
     import torch
@@ -135,9 +158,13 @@ def time_steps(model, ids, labels, precision: str, steps: int, warmup: int = 1, 
     from memorag.training.config import LossSection
     from memorag.training.objectives import objective_forward
 
+    device = device or BenchDevice(str(model.device))
+    ids, labels = ids.to(model.device), labels.to(model.device)
     params = list(model.memory_parameters().values())
     optimizer = torch.optim.AdamW(params, lr=1e-5)
-    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+    half = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+    autocast = ((lambda: torch.autocast(model.device.type, dtype=half[precision])) if precision in half
+                else contextlib.nullcontext)
 
     def step():
         with autocast():
@@ -149,12 +176,10 @@ def time_steps(model, ids, labels, precision: str, steps: int, warmup: int = 1, 
 
     for _ in range(warmup):
         step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    result = {"seconds": sorted(times)[len(times) // 2], "all_seconds": [round(t, 3) for t in times]}
+    device.reset_peak_memory()
+    times = [device.seconds(step)[0] for _ in range(steps)]
+    result = {"seconds": sorted(times)[len(times) // 2], "all_seconds": [round(t, 3) for t in times],
+              "peak_memory_mb": device.peak_memory_mb()}
     if profile:
         from torch.profiler import ProfilerActivity
         from torch.profiler import profile as torch_profile
@@ -170,52 +195,63 @@ def time_steps(model, ids, labels, precision: str, steps: int, warmup: int = 1, 
 def run_grid(args) -> dict:
     import torch
 
-    from memorag.models import resolve_lm  # noqa: F401  (fails early, with the install hint, if missing)
+    if args.shape == "embedded":
+        from memorag.models import resolve_lm  # noqa: F401  (fails early, with the install hint, if missing)
 
-    peaks = {name: measure_peaks("bfloat16" if name == "bf16" else "float32") for name in args.precisions}
+    device = BenchDevice.from_args(args)
+    peaks = {}
     rows = []
-    for precision in args.precisions:
+    for precision in args.dtype:
+        name = short_dtype(precision)
         for window in args.windows:
-            model = build(precision, window, args.ratio, args.memory_rank)
+            model = build(precision, window, args.ratio, args.memory_rank, args.shape, device.name)
             shape = Shape.of(model.base_model.config)
+            vocab = model.base_model.config.vocab_size
+            peaks.setdefault(name, device.peaks(args, precision, shape, window, 4 * window))
             tokens = args.tokens - args.tokens % window
             for batch in args.batches:
                 for stage in args.stages:
-                    ids, labels = _batch(stage, model.tokenizer, tokens, batch, args.target_tokens)
+                    ids, labels = _batch(stage, model.tokenizer, tokens, batch, args.target_tokens, vocab)
                     labelled = int((labels[0, 1:] != -100).sum())
-                    flops = train_step_flops(tokens, window, args.ratio, shape, batch, model.base_model.config.vocab_size,
+                    flops = train_step_flops(tokens, window, args.ratio, shape, batch, vocab,
                                              logit_rows=labelled, memory_rank=args.memory_rank)
-                    limit = bounds(flops, peaks[precision])
-                    measured = time_steps(model, ids, labels, precision, args.steps, profile=args.profile)
-                    row = {"stage": stage, "precision": precision, "window": window, "batch": batch, "tokens": tokens,
+                    limit = bounds(flops, peaks[name])
+                    measured = time_steps(model, ids, labels, precision, args.steps, profile=args.profile,
+                                          device=device)
+                    model_flops = 3 * (flops["forward_linear"] + flops["logits"] + flops["forward_attention"])
+                    row = {"stage": stage, "precision": name, "window": window, "batch": batch, "tokens": tokens,
                            "ratio": args.ratio, "memory_rank": args.memory_rank, **measured,
                            "tokens_per_s": batch * tokens / measured["seconds"],
                            "bound_tokens_per_s": batch * tokens / limit["at_kernel_rates_s"],
                            "bound_at_gemm_peak_tokens_per_s": batch * tokens / limit["at_gemm_peak_s"],
                            "share_of_bound": limit["at_kernel_rates_s"] / measured["seconds"], **limit,
-                           "flops": flops}
+                           "model_flops": model_flops,
+                           "mfu": model_flops / measured["seconds"] / peaks[name]["gemm"], "flops": flops}
                     rows.append(row)
                     print(_line(row), flush=True)
             del model
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.processor() or platform.machine(),
-            "cpu": cpu_model(), "threads": torch.get_num_threads(), "peaks": peaks, "quick": args.quick,
+            "cpu": cpu_model(), "threads": torch.get_num_threads(), "device": device.record(), "shape": args.shape,
+            "peaks": peaks, "quick": args.quick,
             "settings": {k: v for k, v in vars(args).items() if k not in ("json",)}, "rows": rows}
 
 
-HEADER = ("| stage | precision | window | batch | tokens | s/step | tokens/s | bound tokens/s | share of bound |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| stage | precision | window | batch | tokens | s/step | tokens/s | bound tokens/s | share of bound | MFU "
+          "| peak MB |\n|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def _line(row: dict) -> str:
     return (f"| {row['stage']} | {row['precision']} | {row['window']} | {row['batch']} | {row['tokens']} | "
             f"{row['seconds']:.2f} | {row['tokens_per_s']:.0f} | {row['bound_tokens_per_s']:.0f} | "
-            f"{row['share_of_bound']:.0%} |")
+            f"{row['share_of_bound']:.0%} | {row['mfu']:.1%} | {row['peak_memory_mb']:.0f} |")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_device_options(parser, ["bf16", "fp32"], several_dtypes=True)
+    parser.add_argument("--shape", default="embedded", choices=["embedded", *SHAPES],
+                        help="the embedded model's real weights, or random weights of a named shape")
     parser.add_argument("--quick", action="store_true", help="bf16, window 256, batch 1, 512 tokens, 1 step")
-    parser.add_argument("--precisions", nargs="+", default=["bf16", "fp32"], choices=["bf16", "fp32"])
     parser.add_argument("--windows", type=int, nargs="+", default=[1024, 256])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--stages", nargs="+", default=["pretrain", "sft"], choices=["pretrain", "sft"])
@@ -226,9 +262,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (after one warm-up step)")
     parser.add_argument("--profile", action="store_true", help="print the top operators of one step per cell")
     parser.add_argument("--json", help="where to write the rows (default benchmarks/results/train[-quick].json)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
-        args.precisions, args.windows, args.batches, args.tokens, args.steps = ["bf16"], [256], [1], 512, 1
+        args.dtype, args.windows, args.batches, args.tokens, args.steps = ["bfloat16"], [256], [1], 512, 1
     print(HEADER, flush=True)
     result = run_grid(args)
     out = Path(args.json or RESULTS / ("train-quick.json" if args.quick else "train.json"))

@@ -14,10 +14,15 @@ does it (tests/benchmarks/test_roofline.py checks the count against the real cal
   query-key score costs 4 * head_dim FLOPs per query head (q.k and the weighted sum of
   v, a multiply and an add each).
 
-`measure_peaks` times the machine's best bf16/fp32 rates: a large square matmul (the
-ceiling for any FLOP) and PyTorch's fused CPU attention kernel at the memorize shape. The
-bounds it gives are lower limits on memorize time: all FLOPs at the GEMM peak, and the
-linear FLOPs at the GEMM peak plus the attention FLOPs at the attention kernel's rate.
+`measure_peaks` times a device's best rates in a precision: a large square matmul (the
+ceiling for any FLOP), the fused attention kernel at the memorize shape (on the CPU
+PyTorch's flash-attention kernel for the CPU; on CUDA `scaled_dot_product_attention`,
+whichever backend it picks) and a large copy (bytes read and written per second, the
+ceiling for decoding, which reads every weight and cached key once per token). On CUDA
+the kernels are timed between CUDA events after a synchronization; on the CPU by the
+wall clock. The bounds are lower limits on the time: all FLOPs at the GEMM peak, the
+linear FLOPs at the GEMM peak plus the attention FLOPs at the attention kernel's rate,
+and for decoding the bytes a token must read at the copy rate (`decode_bound_s`).
 """
 
 from __future__ import annotations
@@ -80,30 +85,86 @@ def plain_flops(num_tokens: int, shape: Shape = Shape()) -> dict[str, float]:
     return {"linear": float(linear), "attention": float(attention)}
 
 
-def _rate(run, flops: float, repeats: int = 3) -> float:
-    run()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        run()
-    return flops * repeats / (time.perf_counter() - start)
-
-
-def measure_peaks(dtype_name: str, shape: Shape = Shape(), window: int = 1024, memory: int = 4096) -> dict[str, float]:
-    """FLOP/s of a 4096^3 matmul and of the fused CPU attention over `memory` + `window` keys."""
+def _seconds_per_run(run, device, repeats: int) -> float:
+    """Seconds per call of `run` after one warm-up call: CUDA events on CUDA, the wall clock elsewhere."""
     import torch
 
-    dtype = getattr(torch, dtype_name)
-    size = 4096
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    gemm = _rate(lambda: a @ b, 2.0 * size**3)
+    run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / repeats
+    start_s = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    return (time.perf_counter() - start_s) / repeats
+
+
+def _rate(run, flops: float, device=None, repeats: int = 3) -> float:
+    import torch
+
+    return flops / _seconds_per_run(run, device or torch.device("cpu"), repeats)
+
+
+def measure_peaks(dtype_name: str, shape: Shape = Shape(), window: int = 1024, memory: int = 4096,
+                  device: str = "cpu", gemm_size: int | None = None, copy_mb: int | None = None) -> dict[str, float]:
+    """FLOP/s of a `gemm_size`^3 matmul (default 4096 on the CPU, 8192 on CUDA), of fused attention of
+    `window` queries over `memory` keys (all heads of `shape`), and bytes/s of a copy of `copy_mb` MiB
+    (default 256 on the CPU, 1024 on CUDA), on `device` in `dtype_name`."""
+    import torch
+
+    dtype, where = getattr(torch, dtype_name), torch.device(device)
+    cuda = where.type == "cuda"
+    repeats = 20 if cuda else 3
+    return {"gemm": _gemm_rate(gemm_size or (8192 if cuda else 4096), dtype, where, repeats),
+            "attention": _attention_rate(shape, window, memory, dtype, where, repeats),
+            "copy_bytes_per_s": _copy_rate((copy_mb or (1024 if cuda else 256)) * 2**20, where, repeats)}
+
+
+def _gemm_rate(size: int, dtype, where, repeats: int) -> float:
+    import torch
+
+    a = torch.randn(size, size, dtype=dtype, device=where)
+    b = torch.randn(size, size, dtype=dtype, device=where)
+    return _rate(lambda: a @ b, 2.0 * size**3, where, repeats)
+
+
+def _attention_rate(shape: Shape, window: int, memory: int, dtype, where, repeats: int) -> float:
+    """`window` queries over `memory` keys, no mask: SDPA on CUDA, the fused CPU kernel on the CPU."""
+    import torch
+
+    flops = 4.0 * shape.head_dim * shape.heads * window * memory
+    key = torch.randn(1, shape.kv_heads, memory, shape.head_dim, dtype=dtype, device=where)
+    value = torch.randn_like(key)
+    if where.type == "cuda":
+        from torch.nn.functional import scaled_dot_product_attention
+
+        query = torch.randn(1, shape.heads, window, shape.head_dim, dtype=dtype, device=where)
+        return _rate(lambda: scaled_dot_product_attention(query, key, value, enable_gqa=True), flops, where, repeats)
     groups = shape.heads // shape.kv_heads
     query = torch.randn(1, shape.kv_heads, groups * window, shape.head_dim, dtype=dtype)  # grouped heads folded
-    key = torch.randn(1, shape.kv_heads, memory, shape.head_dim, dtype=dtype)
-    value = torch.randn_like(key)
     kernel = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-    attention = _rate(lambda: kernel(query, key, value, 0.0, False),
-                      4.0 * shape.head_dim * shape.heads * window * memory)
-    return {"gemm": gemm, "attention": attention}
+    return _rate(lambda: kernel(query, key, value, 0.0, False), flops, where, repeats)
+
+
+def _copy_rate(nbytes: int, where, repeats: int) -> float:
+    """Bytes read and written per second by a copy of `nbytes`."""
+    import torch
+
+    source = torch.empty(nbytes, dtype=torch.uint8, device=where)
+    target = torch.empty_like(source)
+    return 2.0 * nbytes / _seconds_per_run(lambda: target.copy_(source), where, repeats)
+
+
+def decode_bound_s(weight_bytes: float, cache_bytes: float, peaks: dict[str, float]) -> float:
+    """Lower limit on one decoding step (s): every weight and every cached key and value read once at
+    the copy rate (the FLOPs of one token are negligible beside them)."""
+    return (weight_bytes + cache_bytes) / peaks["copy_bytes_per_s"]
 
 
 def bounds(flops: dict[str, float], peaks: dict[str, float]) -> dict[str, float]:

@@ -1,0 +1,40 @@
+"""benchmarks/pipeline.py with the device options on the embedded models (a short text): the memorize
+stage's tokens/s and bound from the peaks of the same run, peak memory, the device in the JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.pipeline import main
+
+SHORT = ["--chars", "1200", "--peak-size", "256", "--copy-mb", "16"]
+
+
+def run_pipeline(tmp_path, device: str, dtype: str) -> dict:
+    out = tmp_path / "pipeline.json"
+    assert main(SHORT + ["--device", device, "--dtype", dtype, "--out", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def check_result(result: dict, device: str) -> None:
+    assert result["device"]["device"] == device and result["peak_memory_mib"] > 0
+    memorize = result["memorize"]
+    seconds = result["stages_s"]["memorize (memory model reads)"]
+    assert memorize["tokens_per_s"] == pytest.approx(result["num_tokens"] / seconds, rel=1e-2)
+    assert memorize["share_of_bound"] == pytest.approx(memorize["bound_s"] / seconds, rel=1e-2)
+    assert min(memorize["peaks"].values()) > 0 and memorize["window"] > 0
+
+
+@pytest.mark.slow
+def test_pipeline_benchmark_on_the_cpu(tmp_path):
+    check_result(run_pipeline(tmp_path, "cpu", "auto"), "cpu")
+
+
+@pytest.mark.slow
+@pytest.mark.cuda
+def test_pipeline_benchmark_on_cuda(tmp_path):
+    result = run_pipeline(tmp_path, "cuda", "bf16")
+    check_result(result, "cuda")
+    assert result["device"]["peak_memory"] == "torch.cuda.max_memory_allocated"
