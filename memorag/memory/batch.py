@@ -4,7 +4,8 @@ Sequences that continue one memory differ in length, so each reaches its memory-
 rows and its window's end at its own step, at its own positions. Instead of padding
 them to one shape, their rows are packed along one row axis (batch 1): each layer runs
 once over all rows, with attention per sequence over its own cache, its own positions,
-memory rows and mask (`PackedStep`).
+memory rows and mask (`PackedStep`). `feed_batch` plans each sequence's pieces and hands
+each round to `MemoryModel.step`, which packs them with `PackedRows`.
 
 Bit for bit as alone (`exact=True`, the default): a matrix product's rounding depends
 on how many rows it is given (a lone decoding row takes a matrix-vector kernel, more
