@@ -4,7 +4,8 @@ Sequences that continue one memory differ in length, so each reaches its memory-
 rows and its window's end at its own step, at its own positions. Instead of padding
 them to one shape, their rows are packed along one row axis (batch 1): each layer runs
 once over all rows, with attention per sequence over its own cache, its own positions,
-memory rows and mask (`PackedStep`).
+memory rows and mask (`PackedStep`). `feed_batch` plans each sequence's pieces and hands
+each round to `MemoryModel.step`, which packs them with `PackedRows`.
 
 Bit for bit as alone (`exact=True`, the default): a matrix product's rounding depends
 on how many rows it is given (a lone decoding row takes a matrix-vector kernel, more
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -31,7 +34,7 @@ from torch.nn import functional as F
 
 from .attention import PackedStep, RowSplit
 from .cache import MemoryCache
-from .schedule import plan
+from .step import PieceRows, plan_steps
 
 if TYPE_CHECKING:
     from .model import MemoryModel
@@ -45,9 +48,8 @@ def feed_batch(
     exact: bool = True,
 ) -> list[torch.Tensor | None]:
     """Feed `token_ids[i]` ([1, n_i] raw tokens, n_i may be 0) into `caches[i]` (new windows' ratios from
-    `ratio_of[i]`), all sequences in one
-    forward per window piece; returns each sequence's last raw row's hidden state [1, D] (before
-    the final norm), None where nothing was fed.
+    `ratio_of[i]`), all sequences in one `MemoryModel.step` per round of window pieces; returns each
+    sequence's last raw row's hidden state [1, D] (before the final norm), None where nothing was fed.
 
     A sequence whose tokens span several windows brings one piece to each round, so a window
     completed by one sequence is compacted in its cache alone, at the step it completes.
@@ -58,66 +60,64 @@ def feed_batch(
     if len({cache.rotated_keys for cache in caches}) > 1:
         raise ValueError("the caches of one batch must all store rotated keys, or all unrotated ones")
     window = model.config.window
-    plans = [plan(cache.state, ids.shape[1], window, ratio) for ids, cache, ratio in zip(token_ids, caches, ratio_of,
-                                                                                        strict=True)]
+    plans = [plan_steps(ids, cache, window, ratio) for ids, cache, ratio in zip(token_ids, caches, ratio_of,
+                                                                               strict=True)]
     last: list[torch.Tensor | None] = [None] * len(caches)
-    for round_index in range(max((len(pieces) for pieces in plans), default=0)):
-        members = [i for i, pieces in enumerate(plans) if round_index < len(pieces)]
-        parts = []
-        for i in members:
-            piece, _ = plans[i][round_index]
-            parts.append(model._piece_inputs(token_ids[i][:, piece.raw_start : piece.raw_end], piece, caches[i]))
-        if len(parts) == 1:  # one sequence: the very path `MemoryModel.feed` takes
-            hidden, positions, rows, step = parts[0]
-            outputs = [_raw_rows(model._run_layers(hidden, positions, step), rows)]
-        else:
-            outputs = _packed_pass(model, parts, exact)
+    for round_index in range(max((len(steps) for steps in plans), default=0)):
+        members = [i for i, steps in enumerate(plans) if round_index < len(steps)]
+        outputs = model.step([plans[i][round_index] for i in members], exact=exact)
         for i, raw in zip(members, outputs, strict=True):
-            piece, after = plans[i][round_index]
-            model._commit(caches[i], piece, after)
             last[i] = raw[:, -1]
     return last
 
 
-def _packed_pass(model: MemoryModel, parts: list, exact: bool) -> list[torch.Tensor]:
-    """One forward over several sequences' pieces packed along the row axis; each one's raw rows."""
-    bounds, raw_rows, memory_rows = [0], [], []
-    for hidden, _, rows, _ in parts:
-        start, count = bounds[-1], hidden.shape[1]
-        if rows is None:
-            raw_rows.extend(range(start, start + count))
-        else:
-            raw_rows.extend(start + int(row) for row in rows.raw)
-            memory_rows.extend(start + int(row) for row in rows.memory)
-        bounds.append(start + count)
-    device = parts[0][0].device
-    hidden = torch.cat([part[0] for part in parts], dim=1)  # [1, sum T_i, D]
-    positions = torch.cat([part[1] for part in parts], dim=1)  # [1, sum T_i]
-    # each sequence's rotary embedding computed as it would be alone, then packed
-    embeddings = [model.rotary(part[0], part[1]) for part in parts]
-    cos = torch.cat([pair[0] for pair in embeddings], dim=1)
-    sin = torch.cat([pair[1] for pair in embeddings], dim=1)
-    rows = RowSplit.of(raw_rows, memory_rows, device=device) if memory_rows else None
-    step = PackedStep(steps=[part[3] for part in parts], bounds=bounds, rows=rows, dtype=model.base_dtype)
-    if not exact:
-        out = model._run_layers(hidden, positions, step, position_embeddings=(cos, sin))
-    else:
-        splits = {bounds[-1]: bounds}  # all rows; the raw rows and the memory rows when projected apart
-        if rows is not None:
-            splits = _add_split(splits, _bounds([part[0].shape[1] - _num_memory(part[2]) for part in parts]))
-            splits = _add_split(splits, _bounds([_num_memory(part[2]) for part in parts]))
-        with _PerSequenceLinear(model, splits):
-            out = model._run_layers(hidden, positions, step, position_embeddings=(cos, sin))
-    return [_raw_rows(out[:, start:end], part[2]) for part, start, end in zip(parts, bounds[:-1], bounds[1:],
-                                                                                 strict=True)]
+@dataclass
+class PackedRows:
+    """Several sequences' step rows packed along one row axis (batch 1), ready for the layers."""
 
+    parts: list[PieceRows]
+    bounds: list[int]  # sequence i owns packed rows bounds[i]:bounds[i + 1]
+    hidden: torch.Tensor  # [1, sum T_i, D]
+    positions: torch.Tensor  # [1, sum T_i]
+    position_embeddings: tuple[torch.Tensor, torch.Tensor]  # cos, sin [1, sum T_i, d]
+    context: PackedStep
 
-def _raw_rows(hidden: torch.Tensor, rows: RowSplit | None) -> torch.Tensor:
-    return rows.split(hidden)[0] if rows is not None else hidden
+    @classmethod
+    def of(cls, parts: list[PieceRows], rotary: nn.Module, dtype: torch.dtype) -> PackedRows:
+        bounds, raw_rows, memory_rows = [0], [], []
+        for part in parts:
+            start, count = bounds[-1], part.num_rows
+            if part.rows is None:
+                raw_rows.extend(range(start, start + count))
+            else:
+                raw_rows.extend(start + int(row) for row in part.rows.raw)
+                memory_rows.extend(start + int(row) for row in part.rows.memory)
+            bounds.append(start + count)
+        device = parts[0].hidden.device
+        hidden = torch.cat([part.hidden for part in parts], dim=1)  # [1, sum T_i, D]
+        positions = torch.cat([part.positions for part in parts], dim=1)  # [1, sum T_i]
+        # each sequence's rotary embedding computed as it would be alone, then packed
+        embeddings = [rotary(part.hidden, part.positions) for part in parts]
+        cos = torch.cat([pair[0] for pair in embeddings], dim=1)
+        sin = torch.cat([pair[1] for pair in embeddings], dim=1)
+        rows = RowSplit.of(raw_rows, memory_rows, device=device) if memory_rows else None
+        context = PackedStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
+        return cls(parts, bounds, hidden, positions, (cos, sin), context)
 
+    def linears(self, base_model: nn.Module, exact: bool):
+        """Where the packed rows run through the layers: with `exact`, each plain linear layer per sequence."""
+        if not exact:
+            return nullcontext()
+        splits = {self.bounds[-1]: self.bounds}  # all rows; the raw rows and the memory rows when projected apart
+        if self.context.rows is not None:
+            splits = _add_split(splits, _bounds([part.num_rows - part.num_memory for part in self.parts]))
+            splits = _add_split(splits, _bounds([part.num_memory for part in self.parts]))
+        return _PerSequenceLinear(base_model, splits)
 
-def _num_memory(rows: RowSplit | None) -> int:
-    return 0 if rows is None else int(rows.memory.numel())
+    def unpack(self, out: torch.Tensor) -> list[torch.Tensor]:
+        """The layers' output over the packed rows -> each sequence's raw rows [1, n_i, D]."""
+        return [part.raw(out[:, start:end])
+                for part, start, end in zip(self.parts, self.bounds[:-1], self.bounds[1:], strict=True)]
 
 
 def _bounds(counts: list[int]) -> list[int]:
@@ -150,8 +150,8 @@ class _PerSequenceLinear:
     _users: dict[int, int] = {}  # id(module) -> threads inside a packed forward that patched it
     _local = threading.local()  # .splits: this thread's bounds by row count, or None
 
-    def __init__(self, model: MemoryModel, splits: dict[int, list[int]]):
-        self.modules = [module for module in model.base_model.modules() if type(module) is nn.Linear]
+    def __init__(self, base_model: nn.Module, splits: dict[int, list[int]]):
+        self.modules = [module for module in base_model.modules() if type(module) is nn.Linear]
         self.splits = splits
 
     def __enter__(self) -> _PerSequenceLinear:

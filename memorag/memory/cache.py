@@ -50,6 +50,23 @@ class MemoryCache:
         self.reserve = reserve  # extra rows allocated at the next growth (a known prompt length)
         self.positions: torch.Tensor | None = None  # [length], kept only when keys are unrotated
 
+    @classmethod
+    def continuing(cls, keys: list[torch.Tensor], values: list[torch.Tensor], state: ScheduleState, rotate: Rotate,
+                   device: torch.device, functional: bool = False, reserve: int = 0) -> MemoryCache:
+        """A working copy of a memory's keys and values [B, H_kv, M, d] per layer on `device`, with room
+        for `reserve` more rows (at least one); the memory itself is never written."""
+        copies_k, copies_v = [], []
+        for k, v in zip(keys, values, strict=True):
+            shape = (*k.shape[:2], k.shape[2] + max(reserve, 1), k.shape[3])
+            new_k = k.new_empty(shape, device=device)
+            new_v = v.new_empty(shape, device=device)
+            new_k[:, :, : k.shape[2]] = k
+            new_v[:, :, : v.shape[2]] = v
+            copies_k.append(new_k)
+            copies_v.append(new_v)
+        return cls(len(keys), rotate, state=state, keys=copies_k, values=copies_v, functional=functional,
+                   reserve=reserve)
+
     @property
     def length(self) -> int:
         return self.state.cache_length

@@ -5,8 +5,8 @@ streamers, `max_new_tokens`, batches); the memory model computes each step:
 
 - `MemoryKVCache` is the `Cache` that `generate` carries from step to step: one working
   copy of the memory per sequence (a `MemoryCache`), so tokens read during decoding go
-  through the same `feed` path as any other: after the memory, and compacted when their
-  window fills, exactly as `memorize` would.
+  through the same `MemoryModel.step` as any other: after the memory, and compacted when
+  their window fills, exactly as `memorize` would.
 - `MemoryDecoder` is the model `generate` calls: its `forward` feeds the tokens that a
   sequence's cache has not read yet (left padding of a batch is skipped, never read) and
   returns the next-token logits of each sequence's last raw token. Several sequences are
@@ -145,10 +145,10 @@ class MemoryDecoder(nn.Module, GenerationMixin):
         fed = [row for row, hidden in enumerate(last) if hidden is not None]
         if cache.exact or len(fed) == 1:  # one row at a time, as alone (see memory/batch.py on rounding)
             for row in fed:
-                logits[row, 0] = model.lm_head(model.final_norm(last[row]))[0].to(logits.dtype)
+                logits[row, 0] = model.logits(last[row])[0].to(logits.dtype)
         elif fed:
             hidden = torch.cat([last[row] for row in fed], dim=0)  # [n, D]
-            logits[fed, 0] = model.lm_head(model.final_norm(hidden)).to(logits.dtype)
+            logits[fed, 0] = model.logits(hidden).to(logits.dtype)
         return CausalLMOutputWithPast(logits=logits, **cache_kwargs(cache))
 
 
@@ -204,7 +204,7 @@ def decode(
         raise ValueError("on_token streams one sequence; decode the prompts one by one, or pass a streamer")
     stops = stop_token_ids(model.tokenizer, model.base_model)
     caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
-    cache = MemoryKVCache(caches, [model._ratio_function(ratio) for ratio in ratios], stops, exact=exact)
+    cache = MemoryKVCache(caches, [model.ratio_function(ratio) for ratio in ratios], stops, exact=exact)
     width = max(len(ids) for ids in prompts)
     pad = stops[0] if stops else 0
     input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts], dtype=torch.long,

@@ -84,7 +84,7 @@ def apply_lowrank(model: MemoryModel, rank: int, alpha: float | None = None) -> 
         for short in targets:
             _freeze_as_buffers(attention.memory[short].base_layer)
             attention.memory[short].to(model.memory_embedding.device)
-    model._weights_hash = None  # the memory parameters changed
+    model.memory_parameters_changed()
     return model
 
 
@@ -122,5 +122,5 @@ def merge_lowrank(model: MemoryModel) -> MemoryModel:
         if base.bias is not None:
             merged.bias.copy_(base.bias)
         memory[short] = merged.requires_grad_(True)
-    model._weights_hash = None
+    model.memory_parameters_changed()
     return model

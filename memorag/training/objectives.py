@@ -10,11 +10,11 @@
 
 The KL target is a full distribution per token (49K probabilities for SmolLM2) instead of
 one label, a denser signal per step. Both losses are averaged over the same tokens (those
-with a label, shifted as in `forward`). The windows run as in `MemoryModel.forward`
-(functional cache, one activation checkpoint per window), but logits are computed only
-for rows with a label: the same loss and gradients as `MemoryModel.forward`, without the
-logits of context rows that carry no loss (most of an SFT sample; each row's logits cost
-a quarter of the rest of the model for SmolLM2's 49K vocabulary).
+with a label, shifted as in `forward`). The windows are read by the loop `MemoryModel.forward`
+uses (`memorag.memory.windows.read_windows`: functional cache, one activation checkpoint per
+window), and each window is scored by the model's hook for labelled rows
+(`MemoryModel.score_labelled`, logits of rows with a label only), so the `lm` objective is
+`MemoryModel.forward`'s loss, computed the same way.
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ import torch
 from torch.nn import functional as F
 
 from memorag.memory import MemoryModel
-from memorag.memory.cache import MemoryCache
-from memorag.memory.model import MemoryModelOutput
-from memorag.memory.schedule import window_ratio
+from memorag.memory.windows import MemoryModelOutput, next_token_targets, read_windows
 
 from .config import LossSection
 
@@ -57,64 +55,28 @@ def window_losses(model: MemoryModel, hidden: torch.Tensor, targets: torch.Tenso
     `hidden` [B, n, D] (raw rows, before the final norm), `targets` [B, n] (-100: no loss),
     `teacher` [B, n, V] logits at the same rows (None: no KL, returned as 0).
     """
-    keep = targets != -100  # [B, n]
-    logits = model.lm_head(model.final_norm(hidden[keep])).float()  # [k, V]
-    lm = F.cross_entropy(logits, targets[keep], reduction="sum")
+    lm, logits = model.score_labelled(hidden, targets)  # logits [k, V] of the labelled rows
     if teacher is None:
         return lm, torch.zeros((), device=lm.device)
     student = F.log_softmax(logits, dim=-1)
-    target = F.log_softmax(teacher[keep].float(), dim=-1)
+    target = F.log_softmax(teacher[targets != -100].float(), dim=-1)
     kl = F.kl_div(student, target, log_target=True, reduction="sum")
     return lm, kl
-
-
-def _ratio_function(model: MemoryModel, total: int, seed: int | None):
-    config = model.config
-    if config.ratio_mix != "step-random":
-        fixed = model.choose_ratio(total)
-        return lambda _index: fixed
-    model.choose_ratio(total)  # checks the reach
-    seed = config.seed if seed is None else seed
-    return lambda index: window_ratio(index, config.ratios, config.ratio_mix, seed)
 
 
 def objective_forward(model: MemoryModel, input_ids: torch.Tensor, labels: torch.Tensor, loss: LossSection,
                       ratio_seed: int | None = None) -> ObjectiveOutput:
     """The `loss.kind` objective of `input_ids` [B, N] with `labels` [B, N] (HF convention)."""
-    batch, total = input_ids.shape
     teacher = teacher_logits(model, input_ids) if loss.kind != "lm" else None  # [B, N, V]
-    targets = torch.cat([labels[:, 1:], labels.new_full((batch, 1), -100)], dim=1)  # [B, N]
-    ratio_of = _ratio_function(model, total, ratio_seed)
-    cache = model.new_cache(functional=True)
-    window = model.config.window
-    lm_sum = kl_sum = torch.zeros((), device=input_ids.device)
-    for start in range(0, total, window):
-        piece = slice(start, start + window)
-        window_teacher = teacher[:, piece] if teacher is not None else None
-        lm, kl = _window(model, input_ids[:, piece], targets[:, piece], window_teacher, cache, ratio_of)
-        lm_sum, kl_sum = lm_sum + lm, kl_sum + kl
+    targets = next_token_targets(labels)  # [B, N]
+
+    def score(hidden: torch.Tensor, columns: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        return window_losses(model, hidden, targets[:, columns], teacher[:, columns] if teacher is not None else None)
+
+    zero = torch.zeros((), device=input_ids.device)
+    lm_sum, kl_sum = read_windows(model, input_ids, score, ratio_seed=ratio_seed) or (zero, zero)
     count = int((targets != -100).sum())
     lm_mean, kl_mean = lm_sum / max(count, 1), kl_sum / max(count, 1)
     value = {"lm": lm_mean, "distill": kl_mean}.get(loss.kind, lm_mean + loss.weight * kl_mean)
     return ObjectiveOutput(loss=value, num_loss_tokens=count, lm_loss=float(lm_mean.detach()),
                            kl_loss=float(kl_mean.detach()) if teacher is not None else float("nan"))
-
-
-def _window(model: MemoryModel, ids, targets, teacher, cache: MemoryCache, ratio_of):
-    """One window's (CE sum, KL sum); under `model.gradient_checkpointing` only the cache and losses are kept."""
-    if not model.gradient_checkpointing:
-        hidden = torch.cat(model.feed(ids, cache, ratio_of, keep_hidden=True), 1)
-        return window_losses(model, hidden, targets, teacher)
-    from torch.utils.checkpoint import checkpoint
-
-    layers, state = len(model.layers), cache.state
-
-    def step(*tensors):
-        inner = MemoryCache(layers, cache.rotate, state=state, keys=list(tensors[:layers]),
-                            values=list(tensors[layers:]), functional=True)
-        hidden = torch.cat(model.feed(ids, inner, ratio_of, keep_hidden=True), 1)
-        return (*window_losses(model, hidden, targets, teacher), *inner.keys, *inner.values, inner.state)
-
-    lm, kl, *rest = checkpoint(step, *cache.keys, *cache.values, use_reentrant=False)
-    cache.keys, cache.values, cache.state = list(rest[:layers]), list(rest[layers : 2 * layers]), rest[-1]
-    return lm, kl

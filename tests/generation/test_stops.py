@@ -21,4 +21,4 @@ def test_the_memory_model_and_the_local_generator_stop_on_the_same_ids():
     model.tokenizer = tiny_tokenizer()
     model.base_model.generation_config.eos_token_id = [1, 5]
     generator = LocalGenerator.from_memory_model(model)
-    assert model._stop_ids() == generator._stop_ids() == [1, 5]
+    assert model.stop_ids() == generator._stop_ids() == [1, 5]

@@ -31,7 +31,7 @@ def _load(name: str) -> tuple[MemoryModel, dict[str, torch.Tensor], dict]:
 def _unrotated(model: MemoryModel, keys: torch.Tensor, first_position: int) -> torch.Tensor:
     """Our cached keys [B, H_kv, n, d] rotated back from positions first_position.. to 0."""
     positions = torch.arange(first_position, first_position + keys.shape[2])
-    return model._rotate(keys, -positions)
+    return model.rotate(keys, -positions)
 
 
 def test_the_six_fixtures_are_here():

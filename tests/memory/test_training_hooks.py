@@ -59,8 +59,9 @@ def test_detaching_window_one_memory_changes_the_gradient():
             cache.keys = [k.detach() for k in cache.keys]
             cache.values = [v.detach() for v in cache.values]
         hidden = torch.cat(model.feed(ids[:, 16:48], cache, keep_hidden=True), 1)
-        loss, count, _ = model._score(hidden, torch.cat([labels[:, 17:], labels.new_full((1, 1), -100)], 1), False)
-        (loss / count).backward()
+        targets = torch.cat([labels[:, 17:], labels.new_full((1, 1), -100)], 1)
+        loss, _ = model.score_labelled(hidden, targets)
+        (loss / int((targets != -100).sum())).backward()
         return model.memory_parameters()["layers.0.k.weight"].grad.clone()
 
     assert (gradient(False) - gradient(True)).abs().max() > 1e-6
