@@ -73,14 +73,15 @@ def train_step_flops(num_tokens: int, window: int, ratio: int, shape: Shape = Sh
     Returns `linear` and `attention` (totals, for `roofline.bounds`) and the parts:
     `forward_linear`, `logits` (forward), `backward_linear` (input gradients, logits included),
     `weight_gradients`, `forward_attention`, `backward_attention`, `recompute` (linear and
-    attention of the recomputed forward). `logit_rows` per sequence defaults to every raw row.
+    attention of the recomputed forward). `logit_rows` per sequence defaults to every raw row with
+    a next token to predict (all but the last): the forward computes logits for labelled rows only.
     """
     scores, memory_rows = memorize_scores(num_tokens, window, ratio)
     rows = num_tokens + memory_rows
     widths = memory_projection_widths(shape, memory_params)
     lora = sum(2 * memory_rank * (fan_in + fan_out) for fan_in, fan_out in widths)  # per memory row and layer
     forward_linear = batch * shape.layers * (rows * shape.linear_flops_per_row() + memory_rows * lora)
-    logits = batch * 2 * shape.hidden * vocab * (num_tokens if logit_rows is None else logit_rows)
+    logits = batch * 2 * shape.hidden * vocab * (num_tokens - 1 if logit_rows is None else logit_rows)
     if memory_rank:
         weight_gradients = batch * shape.layers * memory_rows * lora
     else:
