@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from memorag.pipeline import DocumentConflictError, MemorizedCorpus, SaveFormatError
+from memorag.pipeline import DocumentConflictError, MemoRAG, MemorizedCorpus, SaveFormatError
 from memorag.pipeline.corpus import CHUNKS, DOCUMENTS, INDEX, MEMORY
 from memorag.retrieval import Document
 from memorag.retrieval.base import load_retriever
 from memorag.retrieval.sparse import BM25Retriever
 
-from .conftest import corpus_documents, make_rag, topic
+from .conftest import (
+    ASK_SETTINGS,
+    FakeEchoGenerator,
+    FakeHashEmbedder,
+    corpus_documents,
+    make_rag,
+    tiny_model,
+    topic,
+)
 
 
 def test_the_pipeline_reads_its_corpus_and_cannot_be_written_from_outside():
@@ -65,3 +74,22 @@ def test_the_corpus_saves_and_loads_its_own_part(tmp_path):
                                                 + rows[2:]) + "\n")
     with pytest.raises(SaveFormatError, match="does not match the manifest's documents"):
         MemorizedCorpus.load(tmp_path, manifest, load_retriever, checked.append)
+
+
+# Saves written by the pipeline before the corpus object existed (commit a2a00f1's code, the fakes of
+# tests/pipeline/conftest.py over corpus_documents()), one per retriever kind.
+OLD_SAVES = Path(__file__).resolve().parents[1] / "fixtures" / "pipeline_saves_v2"
+
+
+@pytest.mark.parametrize("retriever", ["dense", "bm25"])
+def test_a_save_from_before_the_corpus_object_loads_and_saves_the_same(retriever, tmp_path):
+    loaded = MemoRAG.load(OLD_SAVES / retriever, memory_model=tiny_model(), embedder=FakeHashEmbedder(),
+                          embedder_name="fake-hash", generator=FakeEchoGenerator(), **ASK_SETTINGS)
+    assert loaded.documents == corpus_documents() and loaded.memorized.version == 1
+    rag = make_rag(retriever=retriever)
+    rag.memorize(corpus_documents())
+    asked, again = (pipeline.ask(topic(2, 6)) for pipeline in (loaded, rag))
+    assert asked.clues == again.clues and asked.evidence == again.evidence != []
+    rag.save(tmp_path / "new")
+    old_files = json.loads((OLD_SAVES / retriever / "manifest.json").read_text())["files"]
+    assert json.loads((tmp_path / "new" / "manifest.json").read_text())["files"] == old_files  # byte for byte
