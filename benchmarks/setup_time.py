@@ -7,8 +7,8 @@ Each run builds a new environment in a temporary folder with empty download cach
 own (PIP_CACHE_DIR, UV_CACHE_DIR), as a new user's first `make setup` would: the packages are
 fetched from the registry every time. The old Makefile runs in a `git worktree` of
 `--old-ref`; the rounds alternate old and new so that both see the same network. Prints a
-table (best and every run, seconds) and writes JSON to benchmarks/results/setup_time.json
-(or --out). Run it from a checkout whose `python3` can make venvs; needs git.
+table (best and every run, seconds) and writes JSON to setup_time.json in the results
+folder beside this script (or --out). Run it from a checkout whose `python3` can make venvs; needs git.
 """
 
 from __future__ import annotations
@@ -19,15 +19,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from memorag.machine import load_average, machine_record
 
-from memorag.machine import load_average, machine_record  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed_setup(tree: Path, scratch: Path) -> float:
