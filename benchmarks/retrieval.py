@@ -9,7 +9,9 @@ Sizes are tokens of the all-MiniLM-L6-v2 tokenizer (word pieces); whole lines ar
 so a corpus can exceed its size by part of a line. Each (method, size) runs in a fresh
 subprocess, so its peak RSS (``ru_maxrss``) is its own. Methods:
 
-- ``bm25``, ``dense``: 200-token chunks; dense embeds every chunk with all-MiniLM-L6-v2,
+- ``bm25``, ``bm25s``, ``dense``: 200-token chunks; ``bm25s`` is the bm25s library's BM25
+  (Lucene form, k1 = 1.2, b = 0.75 like ours, over our tokens) beside ours, with the share of
+  its top 10 per query that ours ranks in its top 10 (``top10_agreement``); dense embeds every chunk with all-MiniLM-L6-v2,
   too slow for 1M tokens on a small CPU, so by default it runs up to 100K tokens only.
 - ``mixpr``: 32-word chunks, TF-IDF graph, PageRank per query (k = 100).
 - ``longrag``, ``longrag-bm25``: LongRAG's unit index as the ``longrag`` mode builds it
@@ -63,7 +65,7 @@ QUERIES = [
 LINES_PER_DOCUMENT = 100
 LONGRAG_LINES_PER_DOCUMENT = 10  # LongRAG groups short documents (Wikipedia pages in the paper)
 LONGRAG_UNIT_TOKENS = 4096
-METHODS = ("bm25", "mixpr", "dense", "longrag", "longrag-bm25", "pagerank-ref")
+METHODS = ("bm25", "bm25s", "mixpr", "dense", "longrag", "longrag-bm25", "pagerank-ref")
 EMBEDDING_METHODS = ("dense", "longrag")
 REFERENCE_QUERIES = 3  # networkx needs seconds per query graph at 1M tokens
 
@@ -140,6 +142,13 @@ def index_plain(method: str, documents, tokenizer, embedder) -> tuple[dict, obje
         retriever = BM25Retriever()
         retriever.add(chunks)
         retriever.build()
+    elif method == "bm25s":
+        import bm25s
+
+        from memorag.retrieval.sparse import tokenize
+
+        retriever = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+        retriever.index([tokenize(chunk.text) for chunk in chunks], show_progress=False)
     elif method == "dense":
         retriever = DenseRetriever(embedder, embedder_name="all-MiniLM-L6-v2")
         retriever.add(chunks)
@@ -152,6 +161,26 @@ def index_plain(method: str, documents, tokenizer, embedder) -> tuple[dict, obje
         stats["graph_edges"] = int(retriever.graph.nnz)
         stats["tfidf_terms"] = retriever._encoder.vocabulary_size
     return stats, retriever
+
+
+def bm25s_search(retriever, num_chunks: int, k: int = 100):
+    """``search(query)`` over a bm25s index: the chunk rows of its top ``k``, best first."""
+    from memorag.retrieval.sparse import tokenize
+
+    def search(query: str) -> list[int]:
+        rows, _ = retriever.retrieve([tokenize(query)], k=min(k, num_chunks), show_progress=False)
+        return [int(row) for row in rows[0]]
+
+    return search
+
+
+def top10_agreement(ours, theirs) -> float:
+    """The mean share of the bm25s top 10 that our BM25 also ranks in its top 10 (chunk ids are rows)."""
+    shares = []
+    for query in QUERIES:
+        mine = {hit.chunk_id for hit in ours.search([query], k=10)[0]}
+        shares.append(len(mine & set(theirs(query))) / 10)
+    return statistics.mean(shares)
 
 
 def index_longrag(method: str, documents, tokenizer, embedder) -> tuple[dict, object]:
@@ -247,7 +276,8 @@ def run_case(method: str, num_tokens: int) -> dict:
         query_ms = time_queries(index.rank)
     else:
         stats, retriever = index_plain(method, documents, tokenizer, embedder)
-        query_ms = time_queries(lambda query: retriever.search([query], k=100))
+        query_ms = time_queries(bm25s_search(retriever, stats["chunks"]) if method == "bm25s"
+                                else lambda query: retriever.search([query], k=100))
     result = {"method": method, "tokens": tokens, "words": words, "text": label, "model_load_s": load_s, **stats}
     if method == "pagerank-ref":
         result.update(pagerank_reference(retriever))
@@ -257,6 +287,9 @@ def run_case(method: str, num_tokens: int) -> dict:
         "peak_rss_mb": peak_rss_mb(),
         "peak_rss_above_start_mb": peak_rss_mb() - baseline_mb,
     })
+    if method == "bm25s":  # after the measurements: ours is built only to compare rankings
+        _, ours = index_plain("bm25", documents, tokenizer, None)
+        result["top10_agreement"] = top10_agreement(ours, bm25s_search(retriever, stats["chunks"], k=10))
     return {key: round(value, 4) if key.endswith(("_s", "_ms", "_mb")) else value for key, value in result.items()}
 
 
@@ -271,6 +304,10 @@ def print_tables(results: list[dict]) -> None:
             f"{row['index_s']:>8.2f} {row['query_ms_mean']:>9.1f} {row['peak_rss_mb']:>12.0f} "
             f"{row['peak_rss_above_start_mb']:>10.0f}"
         )
+    for row in results:
+        if row["method"] == "bm25s":
+            print(f"\nbm25s at {row['tokens']:,} tokens: {100 * row['top10_agreement']:.0f}% of its top 10 per query "
+                  "is in our BM25's top 10")
     longrag = [row for row in results if row["method"].startswith("longrag")]
     if longrag:
         print("\nlongrag: 'chunk s' is inferring links; 'index s' is grouping, chunking and indexing the units")

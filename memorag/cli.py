@@ -27,7 +27,7 @@ from pathlib import Path
 
 from memorag.embedded import memory_weights_are_untrained
 from memorag.errors import CliInputError, is_usage_error
-from memorag.placement import add_placement_arguments, placement_overrides
+from memorag.placement import add_placement_arguments, placement_settings
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -186,44 +186,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    """Pipeline settings given on the command line (only those given)."""
-    from memorag.config import ConfigError, load_config, parse_override
+    """Pipeline settings given on the command line (only those given), as typed values: each
+    flag's value as argparse read it, then the `--set KEY=VALUE` texts read by the config
+    engine; all checked by building a `PipelineConfig` from them."""
+    from memorag.config import ConfigError, apply_overrides, config_from_dict
     from memorag.pipeline import PipelineConfig
 
-    items: list[str] = []
     flags = {
         "memory_model": args.memory_model, "memory_weights": args.memory_weights, "embedder": args.embedder,
         "retriever": args.retriever, "generator": args.generator, "generator_model": args.generator_model,
         "api_key_env": args.api_key_env, "timeout": args.timeout, "max_retries": args.retries,
         "chunk_tokens": args.chunk_tokens, "overlap_tokens": args.overlap_tokens,
         "mode": getattr(args, "mode", None), "answer_max_new_tokens": getattr(args, "max_new_tokens", None),
+        "summary_max_new_tokens": getattr(args, "max_new_tokens", None),
         "evidence_tokens": getattr(args, "evidence_tokens", None),
+        "memory": None if args.ratio is None else {"ratios": [args.ratio]},
     }
-    for key, value in flags.items():
-        if value is not None:
-            items.append(f"{key}={value}")
-    if getattr(args, "max_new_tokens", None) is not None:
-        items.append(f"summary_max_new_tokens={args.max_new_tokens}")
-    if args.ratio is not None:
-        items.append(f"memory.ratios=[{args.ratio}]")
-    items.extend(placement_overrides(args))
-    items.extend(args.set)
-    keys = []
-    for item in items:
+    settings = {key: value for key, value in flags.items() if value is not None}
+    settings.update(placement_settings(args))
+    for item in args.set:
         if "=" not in item:
             raise CliInputError(f"--set {item!r}: write KEY=VALUE")
-        key = parse_override(item)[0]
-        key = PipelineConfig.renamed_keys.get(key, key).split(".")[0]  # an old flat name: its section
-        if key not in keys:
-            keys.append(key)
     try:
-        config = load_config(PipelineConfig, None, items)
+        settings = apply_overrides(settings, args.set)
+        config = config_from_dict(PipelineConfig, settings)
     except ConfigError as error:
         given = [flag for key, flag in _FLAG_OF.items() if str(error).startswith((f"{key}=", f"{key}:"))
                  and getattr(args, flag.removeprefix("--").replace("-", "_"), None) is not None]
         if given:
             raise ConfigError(f"{given[0]}: {error}") from error
         raise
+    keys = dict.fromkeys(PipelineConfig.renamed_keys.get(key, key).split(".")[0] for key in settings)
     return {key: getattr(config, key) for key in keys}
 
 

@@ -85,11 +85,17 @@ def load_config(
 ) -> T:
     """Build `cls` from its defaults, then the file at `path` (if any), then `overrides`."""
     _require_dataclass_type(cls)
-    data: dict[str, Any] = read_config_file(path) if path is not None else {}
+    data = apply_overrides(read_config_file(path) if path is not None else {}, overrides)
+    return _build(cls, data, where="", base=None)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """`data` (a nested mapping of typed values) with `key=value` overrides set into it, in order;
+    `config_from_dict` then checks and builds the whole."""
     for item in overrides:
         key, value = parse_override(item)
         _set_dotted(data, key, value)
-    return _build(cls, data, where="", base=None)
+    return data
 
 
 def config_from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
@@ -103,6 +109,20 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
     if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
         raise TypeError(f"config_to_dict expects a dataclass instance, got {type(cfg).__name__}")
     return _to_plain(cfg)
+
+
+def config_view(cls: type[T], source: Any) -> T:
+    """The dataclass `cls` with each field read from `source`'s attribute of the same name (a
+    narrow, read-only view of a larger config, e.g. the settings a mode reads of the pipeline's);
+    lists become tuples, so a frozen view shares nothing mutable with its source."""
+    _require_dataclass_type(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if not hasattr(source, f.name):
+            raise ConfigError(f"{cls.__name__}.{f.name} has no field of the same name in {type(source).__name__}")
+        value = getattr(source, f.name)
+        values[f.name] = tuple(value) if isinstance(value, list) else value
+    return cls(**values)
 
 
 def save_config(cfg: Any, path: str | os.PathLike[str]) -> Path:

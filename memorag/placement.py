@@ -194,7 +194,7 @@ class Placement:
 
 def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
     """`--device`, `--dtype`, `--load-in-4bit`, `--load-in-8bit` and `--threads` (the command
-    line of every script that loads models; `placement_overrides` turns them into settings)."""
+    line of every script that loads models; `placement_settings` turns them into settings)."""
     group = parser.add_argument_group("device and precision (default: CUDA when present, else CPU)")
     group.add_argument("--device", metavar="DEVICE",
                        help="auto (CUDA when present, else CPU), cpu, cuda, cuda:N or mps; the memory model, a local "
@@ -211,12 +211,17 @@ def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
                        help="CPU threads for torch and faiss (default: their own, which follow OMP_NUM_THREADS)")
 
 
-def placement_overrides(args: argparse.Namespace) -> list[str]:
-    """The `key=value` settings the placement arguments ask for (only those given)."""
-    items = [f"{key}={value}" for key, value in (("device", args.device), ("dtype", args.dtype),
-                                                 ("threads", args.threads)) if value is not None]
+def placement_settings(args: argparse.Namespace) -> dict[str, str | int]:
+    """The settings the placement arguments ask for, as typed values (only those given)."""
+    settings: dict[str, str | int] = {key: value for key, value in (
+        ("device", args.device), ("dtype", args.dtype), ("threads", args.threads)) if value is not None}
     if args.load_in_4bit:
-        items.append("quantize=4bit")
+        settings["quantize"] = "4bit"
     if args.load_in_8bit:
-        items.append("quantize=8bit")
-    return items
+        settings["quantize"] = "8bit"
+    return settings
+
+
+def placement_overrides(args: argparse.Namespace) -> list[str]:
+    """`placement_settings` as `key=value` overrides, for scripts that take settings as text."""
+    return [f"{key}={value}" for key, value in placement_settings(args).items()]

@@ -41,7 +41,6 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="requests in flight")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     parser.add_argument("--max-retries", type=int, default=5)
-    parser.add_argument("--backoff", type=float, default=1.0, help="seconds before the first retry (doubles)")
     parser.add_argument("--max-tokens", type=int, default=512, help="reply length limit sent to the endpoint")
     parser.add_argument("--max-clues", type=int, default=5)
     parser.add_argument("--max-clue-words", type=int, default=60)
@@ -51,7 +50,7 @@ def main(argv=None) -> int:
                         help="cut the context shown to the LLM (the sample keeps it whole)")
     args = parser.parse_args(argv)
     generator = OpenAIGenerator(args.base_url, args.model, api_key_env=args.api_key_env, timeout=args.timeout,
-                                max_retries=args.max_retries, backoff=args.backoff)
+                                max_retries=args.max_retries)
     rules = ClueFilter(max_clues=args.max_clues, max_clue_words=args.max_clue_words, min_grounding=args.min_grounding)
     rows = read_rows(args.input) if args.input else hotpotqa_training_rows(args.hotpotqa_train, args.length)
     stats = build_clue_data(rows, args.output, generator, rules, workers=args.workers,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -17,8 +18,9 @@ class Mode(ABC):
     """One way of answering over a memorized corpus.
 
     To add a mode, subclass `Mode` in a module of its own, give it a `name`, its `tasks` and
-    `default_task`, and decorate it with `@register_mode`; add the module to `MODE_MODULES` so
-    that the mode can be named before anything imported it. Settings of its own are a small
+    `default_task`, and decorate it with `@register_mode`: that is the one place a mode is named.
+    A module of `memorag.modes` is found by itself (every module of the package is imported on
+    the first lookup); a mode elsewhere is available once its module is imported. Settings of its own are a small
     dataclass in the same module (`settings_key` names its section of `PipelineConfig`).
 
     `prepare(context)` runs before the first `answer` and again whenever the corpus changed
@@ -99,10 +101,6 @@ class Mode(ABC):
 
 
 _MODES: dict[str, type[Mode]] = {}
-# Modules that define modes, imported on first lookup.
-MODE_MODULES: list[str] = ["memorag.modes.memorag", "memorag.modes.rag", "memorag.modes.longrag",
-                           "memorag.modes.mixpr", "memorag.modes.cic", "memorag.modes.full", "memorag.modes.hyde",
-                           "memorag.modes.rqrag", "memorag.modes.dos"]
 
 
 def register_mode(cls: type[Mode]) -> type[Mode]:
@@ -113,8 +111,15 @@ def register_mode(cls: type[Mode]) -> type[Mode]:
     return cls
 
 
+def mode_modules() -> list[str]:
+    """The modules of this package, where the built-in modes live; each registers its modes
+    itself (`@register_mode`, the one place a mode is named)."""
+    package = __name__.rpartition(".")[0]
+    return sorted(f"{package}.{info.name}" for info in pkgutil.iter_modules(importlib.import_module(package).__path__))
+
+
 def _import_mode_modules() -> None:
-    for module in MODE_MODULES:
+    for module in mode_modules():
         importlib.import_module(module)
 
 

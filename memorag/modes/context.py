@@ -8,19 +8,29 @@ does not load it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memorag.clues import detect_language
 from memorag.modes.evidence import EvidenceStep
-from memorag.results import Corpus
+from memorag.results import Corpus, FewShotExample
+from memorag.retrieval.base import Retriever
+from memorag.retrieval.chunking import Document
+
+if TYPE_CHECKING:  # the models' modules load torch; a mode that never uses one never imports it
+    from transformers import PreTrainedTokenizerBase
+
+    from memorag.generation.base import Generator
+    from memorag.memory import Memory, MemoryModel
+    from memorag.retrieval.dense import Embedder
 
 
 @dataclass(frozen=True)
 class SharedSettings:
-    """The pipeline's settings that modes read beside their own (`PipelineConfig` fields of the same names)."""
+    """The pipeline's settings that modes read beside their own: `PipelineConfig` fields of the same
+    names, read by name (`memorag.config.config_view`)."""
 
     language: str  # "auto" (from the query) or a language of `memorag.prompts`
     chunk_tokens: int
@@ -35,12 +45,12 @@ class SharedSettings:
 class Loaders:
     """How a context gets the models it is asked for; each is called at most once per context."""
 
-    generator: Callable[[], Any]
-    tokenizer: Callable[[], Any]  # the memory model's tokenizer: chunks are counted in its tokens
-    embedder: Callable[[], Any]
-    memory_model: Callable[[], Any]
-    memory: Callable[[], Any]  # the corpus's memory, built on first use if `memorize` was told not to
-    new_retriever: Callable[[], Any]  # an empty retriever of the pipeline's kind
+    generator: Callable[[], Generator]
+    tokenizer: Callable[[], PreTrainedTokenizerBase]  # the memory model's: chunks are counted in its tokens
+    embedder: Callable[[], Embedder]
+    memory_model: Callable[[], MemoryModel]
+    memory: Callable[[], Memory | None]  # the corpus's memory, built on first use if `memorize` was told not to
+    new_retriever: Callable[[], Retriever]  # an empty retriever of the pipeline's kind
 
 
 class ModeContext:
@@ -51,8 +61,8 @@ class ModeContext:
     `few_shot` are labelled questions for the modes that show examples (cic).
     """
 
-    def __init__(self, *, corpus: Corpus, retriever: Any, shared: SharedSettings, settings: Any,
-                 evidence: EvidenceStep, loaders: Loaders, few_shot: list | tuple = ()):
+    def __init__(self, *, corpus: Corpus, retriever: Retriever | None, shared: SharedSettings, settings: Any,
+                 evidence: EvidenceStep, loaders: Loaders, few_shot: Sequence[FewShotExample] = ()):
         self.corpus = corpus
         self.retriever = retriever
         self.shared = shared
@@ -62,30 +72,30 @@ class ModeContext:
         self._loaders = loaders
 
     @property
-    def documents(self) -> tuple:
+    def documents(self) -> tuple[Document, ...]:
         return self.corpus.documents
 
     @cached_property
-    def generator(self) -> Any:
+    def generator(self) -> Generator:
         return self._loaders.generator()
 
     @cached_property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> PreTrainedTokenizerBase:
         return self._loaders.tokenizer()
 
     @cached_property
-    def embedder(self) -> Any:
+    def embedder(self) -> Embedder:
         return self._loaders.embedder()
 
     @cached_property
-    def memory_model(self) -> Any:
+    def memory_model(self) -> MemoryModel:
         return self._loaders.memory_model()
 
     @cached_property
-    def memory(self) -> Any:
+    def memory(self) -> Memory | None:
         return self._loaders.memory()
 
-    def new_retriever(self) -> Any:
+    def new_retriever(self) -> Retriever:
         return self._loaders.new_retriever()
 
     def language_of(self, query: str) -> str:

@@ -23,15 +23,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memorag import prompts
 from memorag.answer_forms import AnswerForm
 from memorag.errors import EmptyCorpusError, PipelineError, QueryTooLongError
 from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.results import Evidence
-from memorag.retrieval.base import Hit
+from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document
+
+if TYPE_CHECKING:
+    from memorag.generation.base import Generator
 
 # Chunks are counted with the memory model's tokenizer, the generator's window with its own:
 # evidence budgets keep this share of the room the window leaves.
@@ -47,7 +50,8 @@ def chunk_evidence(chunk: Chunk, score: float, found_by: Mapping[int, list[int]]
 
 @dataclass(frozen=True)
 class EvidenceSettings:
-    """The pipeline's settings the evidence step reads (`PipelineConfig` fields of the same names)."""
+    """The pipeline's settings the evidence step reads: `PipelineConfig` fields of the same names,
+    read by name (`memorag.config.config_view`)."""
 
     hits_per_query: int
     fusion: str
@@ -64,8 +68,8 @@ class EvidenceStep:
     (None: nothing memorized), `answer_form` the answer prompt of this question.
     """
 
-    def __init__(self, *, generator: Callable[[], Any], documents: Sequence[Document],
-                 chunk_by_id: Mapping[int, Chunk], retriever: Any, answer_form: AnswerForm,
+    def __init__(self, *, generator: Callable[[], Generator], documents: Sequence[Document],
+                 chunk_by_id: Mapping[int, Chunk], retriever: Retriever | None, answer_form: AnswerForm,
                  settings: EvidenceSettings):
         self._generator = generator
         self.documents = documents
@@ -76,7 +80,7 @@ class EvidenceStep:
         self._rooms: dict[tuple[str, str, str], int | None] = {}
 
     @property
-    def generator(self) -> Any:
+    def generator(self) -> Generator:
         return self._generator()
 
     # -- the answer prompt ----------------------------------------------------------------------

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from memorag import prompts
 from memorag.clues import combine_clues, parse_clues
+from memorag.config import config_view
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import clue_plan
@@ -56,9 +57,7 @@ class MemoRAGMode(Mode):
 
     @classmethod
     def settings_of(cls, config: Any) -> MemoRAGSettings:
-        return MemoRAGSettings(tuple(config.clue_kinds), config.max_clues, config.clue_max_new_tokens,
-                               config.memorag_evidence, config.memorag_hits, config.query_weight,
-                               config.answer_max_new_tokens)
+        return config_view(MemoRAGSettings, config)
 
     def prepare(self, context: ModeContext) -> None:
         _ = context.memory  # built now, if `memorize` was told not to

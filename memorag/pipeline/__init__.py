@@ -40,12 +40,16 @@ import nothing from this package.
 
 The package's modules: `types` (settings; the errors and results it names live in
 `memorag.errors` and `memorag.results`, below the pipeline and the modes), `core`
-(`MemoRAG`), `persistence` (save and load), `helpers`; the modes, their context and the
+(`MemoRAG`), `corpus` (`MemorizedCorpus`: documents, hashes, chunks, index, memory and
+version in one object that only it writes, with its own save and load), `persistence`
+(the save's manifest, lock and checks), `helpers`, `search`; none imports `core` but the
+package itself (tests/test_import_graph.py); the modes, their context and the
 evidence step live in `memorag.modes`.
 """
 
-from memorag.modes.base import _MODES, MODE_MODULES, Mode, available_modes, get_mode, register_mode
+from memorag.modes.base import _MODES, Mode, available_modes, get_mode, register_mode
 from memorag.pipeline.core import MemoRAG
+from memorag.pipeline.corpus import MemorizedCorpus
 from memorag.pipeline.helpers import as_documents
 from memorag.pipeline.persistence import (
     CHUNKS,
@@ -103,9 +107,9 @@ __all__ = [
     "InputError",
     "MANIFEST",
     "MEMORY",
-    "MODE_MODULES",
     "ManifestMismatchError",
     "MemoRAG",
+    "MemorizedCorpus",
     "MemorizeReport",
     "Mode",
     "PipelineConfig",

@@ -2,33 +2,34 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memorag.answer_forms import AnswerForm, as_answer_form
-from memorag.config import config_from_dict, config_to_dict
+from memorag.config import config_from_dict, config_to_dict, config_view
 from memorag.memtrim import trim_heap
 from memorag.modes.base import Mode, get_mode
 from memorag.modes.context import Loaders, ModeContext, SharedSettings
 from memorag.modes.evidence import EvidenceSettings, EvidenceStep
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.pipeline.helpers import (
-    as_documents,
-    describe_type,
-    document_sha256,
-    label_embedder,
-    split_model_args,
+from memorag.pipeline.corpus import MemorizedCorpus
+from memorag.pipeline.helpers import as_documents, describe_type, label_embedder, split_model_args
+from memorag.pipeline.persistence import (
+    check_memory_dtype,
+    check_saved_identity,
+    open_index,
+    read_manifest,
+    save_pipeline,
+    saved_embedder_name,
+    saved_settings,
 )
-from memorag.pipeline.persistence import load_pipeline, save_pipeline
 from memorag.pipeline.types import (
     Answer,
     AskHooks,
     Corpus,
-    DocumentConflictError,
     EmptyCorpusError,
     Evidence,
     FewShotExample,
@@ -39,8 +40,13 @@ from memorag.pipeline.types import (
     timed,
 )
 from memorag.placement import Placement, set_threads
-from memorag.retrieval.base import Hit
+from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document
+
+if TYPE_CHECKING:
+    from memorag.generation.base import Generator
+    from memorag.memory import Memory, MemoryModel
+    from memorag.retrieval.dense import Embedder
 
 
 class MemoRAG:
@@ -79,13 +85,7 @@ class MemoRAG:
         )
         self._generator = generator
         self._tokenizer = None
-        self.documents: list[Document] = []
-        self._document_hashes: dict[str, str] = {}  # doc id -> sha256 of (title, text)
-        self.chunks: list[Chunk] = []
-        self._chunk_by_id: dict[int, Chunk] = {}
-        self.retriever = None
-        self.memory = None
-        self._version = 0
+        self._corpus = MemorizedCorpus()
         self._modes: dict[str, Mode] = {}
         self._prepared: dict[str, int] = {}
         self._placement: Placement | None = None
@@ -103,7 +103,7 @@ class MemoRAG:
         return self._placement
 
     @property
-    def memory_model(self):
+    def memory_model(self) -> MemoryModel:
         if self._memory_model is None:
             from memorag.memory import MemoryModel
 
@@ -127,7 +127,7 @@ class MemoRAG:
         return self._tokenizer
 
     @property
-    def embedder(self):
+    def embedder(self) -> Embedder:
         if self._embedder is None:
             from memorag.embedded import resolve_embedder
             from memorag.retrieval.dense import load_embedder
@@ -138,7 +138,7 @@ class MemoRAG:
         return self._embedder
 
     @property
-    def generator(self):
+    def generator(self) -> Generator:
         if self._generator is None:
             from memorag.generation import is_endpoint, load_generator
 
@@ -189,7 +189,7 @@ class MemoRAG:
         """Fail now, before any long work, if the generator cannot be reached."""
         self.generator.check()
 
-    def new_retriever(self):
+    def new_retriever(self) -> Retriever:
         from memorag.retrieval.dense import DenseRetriever
         from memorag.retrieval.hybrid import HybridRetriever
         from memorag.retrieval.sparse import BM25Retriever
@@ -201,17 +201,36 @@ class MemoRAG:
             return HybridRetriever([dense, BM25Retriever()])
         return dense
 
-    # -- the corpus -------------------------------------------------------------------------------
+    # -- the corpus (read here; only `memorize`, `ensure_memory` and `load` change it) -------------
+    @property
+    def memorized(self) -> MemorizedCorpus:
+        """The corpus object: documents, hashes, chunks, index, memory, version (`memorag.pipeline.corpus`)."""
+        return self._corpus
+
     @property
     def corpus(self) -> Corpus:
-        return Corpus(tuple(self.documents), tuple(self.chunks), self._version, self.content_sha256)
+        """The frozen view the modes read."""
+        return self._corpus.view()
+
+    @property
+    def documents(self) -> list[Document]:
+        return list(self._corpus.documents)
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        return list(self._corpus.chunks)
+
+    @property
+    def retriever(self) -> Retriever | None:
+        return self._corpus.retriever
+
+    @property
+    def memory(self) -> Memory | None:
+        return self._corpus.memory
 
     @property
     def content_sha256(self) -> str:
-        digest = hashlib.sha256()
-        for document in self.documents:
-            digest.update(document.id.encode() + b"\0" + self._document_hashes[document.id].encode())
-        return digest.hexdigest()
+        return self._corpus.content_sha256
 
     def _memory_text(self, documents: Sequence[Document], continuing: bool) -> str:
         parts = [f"{document.title}\n\n{document.text}" if document.title else document.text for document in documents]
@@ -233,47 +252,28 @@ class MemoRAG:
         """
         from memorag.retrieval.chunking import chunk_documents
 
-        report = MemorizeReport()
-        new: list[Document] = []
-        hashes: dict[str, str] = {}
-        for document in as_documents(text_or_documents):
-            digest = document_sha256(document)
-            known = self._document_hashes.get(document.id) or hashes.get(document.id)
-            if known == digest or digest in self._document_hashes.values() or digest in hashes.values():
-                report.skipped.append(document.id)
-            elif known is not None:
-                raise DocumentConflictError(
-                    f"document {document.id!r} is already memorized with another text; a memory cannot forget "
-                    "text, so memorize the new version under another id or into a new pipeline"
-                )
-            else:
-                hashes[document.id] = digest
-                new.append(document)
+        admission = self._corpus.admit(as_documents(text_or_documents))
+        new = admission.new
+        report = MemorizeReport(skipped=admission.skipped)
         if not new:
             report.memory_tokens = self.memory.num_tokens if self.memory is not None else 0
             return report
 
         with timed(report.timings, "chunk"):
             chunks = chunk_documents(new, self.tokenizer, self.config.chunk_tokens, self.config.overlap_tokens,
-                                     first_id=len(self.chunks))
+                                     first_id=len(self._corpus.chunks))
         memory = self.memory
         if with_memory or memory is not None:
             with timed(report.timings, "memory"):
                 if memory is None:
-                    memory = self.memory_model.memorize(self._memory_text(self.documents + new, False),
+                    memory = self.memory_model.memorize(self._memory_text([*self._corpus.documents, *new], False),
                                                         show_progress=show_progress)
                 else:
                     memory = self._extend_memory(memory, new, show_progress)
         with timed(report.timings, "index"):
             retriever = self.retriever if self.retriever is not None else self.new_retriever()
             retriever.add(chunks)
-        # commit
-        self.retriever, self.memory = retriever, memory
-        self.documents.extend(new)
-        self._document_hashes.update(hashes)
-        self.chunks.extend(chunks)
-        self._chunk_by_id.update((chunk.id, chunk) for chunk in chunks)
-        self._version += 1
+        self._corpus.add(admission, chunks, retriever, memory)
         report.added = [document.id for document in new]
         report.num_chunks = len(chunks)
         report.memory_tokens = memory.num_tokens if memory is not None else 0
@@ -293,8 +293,9 @@ class MemoRAG:
 
     def ensure_memory(self, show_progress: bool | None = None) -> None:
         """Build the memory of every document now, if `memorize` was told not to."""
-        if self.memory is None and self.documents:
-            self.memory = self.memory_model.memorize(self._memory_text(self.documents, False), show_progress=show_progress)
+        if self.memory is None and self._corpus.documents:
+            self._corpus.set_memory(self.memory_model.memorize(self._memory_text(self._corpus.documents, False),
+                                                               show_progress=show_progress))
 
     # -- asking ---------------------------------------------------------------------------------
     def mode(self, name: str | None = None) -> Mode:
@@ -310,8 +311,7 @@ class MemoRAG:
         handler = mode if isinstance(mode, Mode) else self.mode(mode)
         config = self.config
         step = self._evidence_step(answer_form)
-        shared = SharedSettings(config.language, config.chunk_tokens, config.overlap_tokens, config.hits_per_query,
-                                config.evidence_tokens, config.answer_max_new_tokens, config.retriever)
+        shared = config_view(SharedSettings, config)
         loaders = Loaders(generator=lambda: self.generator, tokenizer=lambda: self.tokenizer,
                           embedder=lambda: self.embedder, memory_model=lambda: self.memory_model,
                           memory=self._built_memory, new_retriever=self.new_retriever)
@@ -322,11 +322,10 @@ class MemoRAG:
     def _evidence_step(self, answer_form: AnswerForm | str | None = None) -> EvidenceStep:
         config = self.config
         return EvidenceStep(
-            generator=lambda: self.generator, documents=tuple(self.documents), chunk_by_id=self._chunk_by_id,
+            generator=lambda: self.generator, documents=self._corpus.documents, chunk_by_id=self._corpus.chunk_by_id,
             retriever=self.retriever,
             answer_form=as_answer_form(answer_form if answer_form is not None else config.answer_prompt),
-            settings=EvidenceSettings(config.hits_per_query, config.fusion, config.evidence_tokens,
-                                      config.answer_max_new_tokens, config.summary_max_new_tokens),
+            settings=config_view(EvidenceSettings, config),
         )
 
     def _built_memory(self):
@@ -384,11 +383,11 @@ class MemoRAG:
             raise UnsupportedTaskError(
                 f"mode {handler.name!r} does not do task {task!r}; its tasks: {', '.join(handler.tasks)}"
             )
-        if not self.documents:
+        if not self._corpus.documents:
             raise EmptyCorpusError("nothing is memorized yet; call memorize() (or load a saved pipeline) first")
-        if self._prepared.get(handler.name) != self._version:
+        if self._prepared.get(handler.name) != self._corpus.version:
             handler.prepare(self.context(handler))
-            self._prepared[handler.name] = self._version
+            self._prepared[handler.name] = self._corpus.version
         return handler
 
     def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,
@@ -412,10 +411,16 @@ class MemoRAG:
         from before `MemoRAG.load` until after `save`). An existing saved pipeline there is
         replaced; any other existing content, or a file in it that the save does not own, is refused.
         """
-        return save_pipeline(self, directory, wait)
+        models = {
+            "memory_model": self.memory_model.name,
+            "memory_identity": self.memory_model.identity(),
+            "embedder": self.embedder_name if self.config.retriever != "bm25" else None,
+        }
+        return save_pipeline(self._corpus, models, self.config, directory, wait)
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str], **kwargs: Any) -> MemoRAG:
+    def load(cls, directory: str | os.PathLike[str], *, memory_model=None, embedder=None,
+             embedder_name: str | None = None, generator=None, **overrides: Any) -> MemoRAG:
         """Load a saved pipeline, verifying its files and that the models and settings match.
 
         Takes the same keywords as `MemoRAG(...)` (models as names or objects, settings).
@@ -424,4 +429,23 @@ class MemoRAG:
         chunking) that differs from the saved one is refused with `ManifestMismatchError`,
         and so are other memory weights. `memory_weights` may point to the weights' new place.
         """
-        return load_pipeline(cls, directory, **kwargs)
+        memory_model, embedder, generator = split_model_args(overrides, memory_model, embedder, generator)
+        root = Path(directory)
+        manifest = read_manifest(root)
+        config = saved_settings(root, manifest, overrides, memory_model_given=memory_model is not None)
+        rag = cls(config, memory_model=memory_model, embedder=embedder, embedder_name=embedder_name,
+                  generator=generator)
+        asked = embedder_name if embedder is not None else label_embedder(config.embedder)
+        saved_embedder = saved_embedder_name(root, manifest, None if embedder is not None and embedder_name is None
+                                             else asked)
+        if saved_embedder is not None:
+            rag.embedder_name = saved_embedder
+        check_saved_identity(root, manifest, rag.memory_model.identity())
+
+        def check_memory(memory: Memory) -> None:
+            rag.memory_model.check_memory(memory)
+            check_memory_dtype(memory, rag.memory_model.base_dtype, root)
+
+        index = lambda path: open_index(path, config.retriever, lambda: rag.embedder, rag.embedder_name)
+        rag._corpus = MemorizedCorpus.load(root, manifest, index, check_memory)
+        return rag

@@ -11,16 +11,21 @@ so a part swapped with the same part of another save is refused, naming the part
 Writers take the save's lock (`memorag.locking.save_lock`) before reading the old save and
 keep it until the new one is in place; a save folder holding a file the save does not own
 is never written over.
+
+The corpus writes and reads its own part (documents, chunks, index, memory:
+`MemorizedCorpus.save` and `.load`); this module adds the manifest around it, the lock, and
+the checks `MemoRAG.load` runs before the corpus is read (settings, embedder, memory model).
+It knows nothing of `MemoRAG`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
 import shlex
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +34,8 @@ from memorag.embedded import is_memory_weights_id, is_memory_weights_name
 from memorag.io import atomic_directory, atomic_write_text, is_saved, read_json_manifest, sha256_file
 from memorag.locking import save_lock
 from memorag.memory.config import MemoryConfig
-from memorag.pipeline.helpers import document_sha256, label_embedder, label_lm, split_model_args
+from memorag.pipeline.corpus import CHUNKS, DOCUMENTS, INDEX, MEMORY, REMEDY, MemorizedCorpus
+from memorag.pipeline.helpers import label_embedder, label_lm
 from memorag.pipeline.types import (
     IDENTITY_KEYS,
     EmptyCorpusError,
@@ -38,84 +44,51 @@ from memorag.pipeline.types import (
     SaveDirectoryError,
     SaveFormatError,
 )
-from memorag.retrieval.base import IndexFormatError
-from memorag.retrieval.chunking import Chunk, Document
+from memorag.retrieval.base import IndexFormatError, Retriever
 
 if TYPE_CHECKING:
-    from memorag.pipeline.core import MemoRAG
+    import torch
+
+    from memorag.memory import Memory
+
+__all__ = ["CHUNKS", "DOCUMENTS", "FORMAT", "FORMAT_VERSION", "INDEX", "MANIFEST", "MEMORY", "REMEDY",
+           "check_memory_dtype", "check_save_target", "check_saved_identity", "foreign_files", "is_saved_pipeline",
+           "open_index", "read_manifest", "save_pipeline", "saved_embedder_name", "saved_settings", "seal"]
 
 FORMAT = "memorag-pipeline"
 FORMAT_VERSION = 2  # 2: every file listed, the memory recorded, the manifest sealed
 MANIFEST = "manifest.json"
-DOCUMENTS = "documents.jsonl"
-CHUNKS = "chunks.jsonl"
-INDEX = "index"
-MEMORY = "memory"
 SEAL = "seal"
 SECTIONS = ("models", "settings", "content_sha256", "documents", "num_chunks", "memory", "files")
-# What to do about a save that fails its checks (FILE... are the texts it was made from).
-REMEDY = "memorize its texts again: `memorag memorize FILE... --out {dir} --overwrite`"
 
 
-def _manifest_models(rag: MemoRAG) -> dict:
-    return {
-        "memory_model": rag.memory_model.name,
-        "memory_identity": rag.memory_model.identity(),
-        "embedder": rag.embedder_name if rag.config.retriever != "bm25" else None,
-    }
-
-def save_pipeline(rag: MemoRAG, directory: str | os.PathLike[str], wait: float = 300.0) -> Path:
-    """Write documents, chunks, index, memory and a manifest into `directory`, atomically.
+def save_pipeline(corpus: MemorizedCorpus, models: dict, config: PipelineConfig,
+                  directory: str | os.PathLike[str], wait: float = 300.0) -> Path:
+    """Write `corpus` (documents, chunks, index, memory) and a manifest naming `models` and
+    `config` into `directory`, atomically.
 
     Holds the save's lock while writing (waiting at most `wait` seconds for another writer).
     An existing saved pipeline there is replaced; any other content, or a file inside the
     old save that it does not own, is refused.
     """
-    if not rag.documents:
+    if not corpus.documents:
         raise EmptyCorpusError("nothing to save: memorize something first")
     target = Path(directory)
-    models = _manifest_models(rag)
     with save_lock(target, wait):
         check_save_target(target)
         with atomic_directory(target) as staging:
-            atomic_write_text(staging / DOCUMENTS, "".join(
-                json.dumps(dataclasses.asdict(document), ensure_ascii=False) + "\n" for document in rag.documents))
-            atomic_write_text(staging / CHUNKS, "".join(
-                json.dumps(dataclasses.asdict(chunk), ensure_ascii=False) + "\n" for chunk in rag.chunks))
-            rag.retriever.save(staging / INDEX)
-            if rag.memory is not None:
-                rag.memory.save(staging / MEMORY)
+            record = corpus.save(staging)
             manifest = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
                 "models": models,
-                "settings": config_to_dict(rag.config),
-                "content_sha256": rag.content_sha256,
-                "documents": [
-                    {"id": d.id, "title": d.title, "sha256": rag._document_hashes[d.id], "num_chars": len(d.text)}
-                    for d in rag.documents
-                ],
-                "num_chunks": len(rag.chunks),
-                "memory": None if rag.memory is None else memory_record(rag.memory, staging / MEMORY),
+                "settings": config_to_dict(config),
+                **record,
                 "files": {name: sha256_file(staging / name) for name in _files_of(staging)},
             }
             manifest[SEAL] = seal(manifest)
             atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return target
-
-
-def memory_record(memory, folder: Path) -> dict:
-    """What the manifest records of a memory, to check it against on load."""
-    from memorag.memory.state import TENSORS
-
-    return {
-        "num_tokens": memory.num_tokens,
-        "num_entries": memory.num_entries,
-        "content_sha256": memory.content_sha256,
-        "ratio": memory.ratio,
-        "chat": memory.chat,
-        "tensors_sha256": sha256_file(folder / TENSORS),
-    }
 
 
 def seal(manifest: dict) -> dict[str, str]:
@@ -132,26 +105,16 @@ def _files_of(folder: Path) -> list[str]:
                   if path.is_file() and path.relative_to(folder).as_posix() != MANIFEST)
 
 
-def load_pipeline(
-    cls: type[MemoRAG],
-    directory: str | os.PathLike[str],
-    *,
-    memory_model=None,
-    embedder=None,
-    embedder_name: str | None = None,
-    generator=None,
-    **overrides: Any,
-) -> MemoRAG:
-    """Load a saved pipeline, verifying its files and that the models and settings match.
+# ----------------------------------------------------------------------------------------------
+# loading: the steps of `MemoRAG.load`, in its order
 
-    Settings that are free to change (generator, mode, budgets...) are not taken from
-    the save: they are the defaults unless given in `overrides`. An identity setting (memory model, memory config, embedder, retriever, chunking)
-    that differs from the saved one is refused with `ManifestMismatchError`, and so are
-    other memory weights. `memory_weights` may point to the weights' new place.
-    """
-    memory_model, embedder, generator = split_model_args(overrides, memory_model, embedder, generator)
-    root = Path(directory)
-    manifest = read_manifest(root)
+
+def saved_settings(root: Path, manifest: dict, overrides: Mapping[str, Any], *,
+                   memory_model_given: bool) -> PipelineConfig:
+    """The settings to load a save with: its identity settings (and where its memory weights
+    were), the rest this run's (the defaults, then `overrides`). An identity setting in
+    `overrides` that differs from the saved one is refused, and so are memory weights that
+    are no longer where the save says (unless `memory_model_given`: a ready model)."""
     with warnings.catch_warnings():  # an older save names its modes' settings the old flat way; they are not read
         warnings.simplefilter("ignore", FutureWarning)
         saved = config_from_dict(PipelineConfig, manifest["settings"])
@@ -173,36 +136,38 @@ def load_pipeline(
                 f"{root} was memorized with {key}={getattr(saved, key)!r}, not {wanted!r}; ask it with the "
                 f"same setting or memorize the context again with {key}={wanted!r}"
             )
-    # The save fixes the identity settings (and where the memory weights were); the rest are
-    # this run's: the defaults, then the caller's overrides.
     settings = {key: getattr(saved, key) for key in (*IDENTITY_KEYS, "memory_weights")}
     settings["memory"] = None if saved.memory is None else saved.memory.to_dict()
     settings.update({key: value for key, value in overrides.items() if key not in IDENTITY_KEYS or value is not None})
-    if saved.memory_weights and overrides.get("memory_weights") is None and memory_model is None:
+    if saved.memory_weights and overrides.get("memory_weights") is None and not memory_model_given:
         if (not Path(saved.memory_weights).exists() and not is_memory_weights_id(saved.memory_weights)
                 and not is_memory_weights_name(saved.memory_weights)):
             raise ManifestMismatchError(
                 f"{root} was memorized with the memory weights in {saved.memory_weights}, which are no longer "
                 "there; pass memory_weights (--memory-weights) with their new place"
             )
-    config = config_from_dict(PipelineConfig, settings)
-    rag = cls(config, memory_model=memory_model, embedder=embedder, embedder_name=embedder_name, generator=generator)
+    return config_from_dict(PipelineConfig, settings)
 
-    models = manifest["models"]
-    saved_embedder = models.get("embedder")
-    if saved_embedder is not None:
-        asked = embedder_name if embedder is not None else label_embedder(config.embedder)
-        if (embedder is None or embedder_name is not None) and asked != saved_embedder:
-            raise ManifestMismatchError(
-                f"{root} was indexed with the embedder {saved_embedder!r}, not {asked!r}; use the same "
-                "embedder or memorize the context again"
-            )
-        rag.embedder_name = saved_embedder
-    identity = rag.memory_model.identity()
+
+def saved_embedder_name(root: Path, manifest: dict, asked: str | None) -> str | None:
+    """The embedder the save was indexed with (None: it has none, bm25), refused when `asked`
+    names another (`asked` None: a ready embedder was given without a name, not checked)."""
+    saved = manifest["models"].get("embedder")
+    if saved is not None and asked is not None and asked != saved:
+        raise ManifestMismatchError(
+            f"{root} was indexed with the embedder {saved!r}, not {asked!r}; use the same "
+            "embedder or memorize the context again"
+        )
+    return saved
+
+
+def check_saved_identity(root: Path, manifest: dict, identity: dict) -> None:
+    """Refuse a memory model whose `identity` differs from the one the save was memorized by."""
+    saved = manifest["models"]["memory_identity"]
     differences = {
-        key: (models["memory_identity"].get(key), identity.get(key))
-        for key in sorted(set(identity) | set(models["memory_identity"]))
-        if identity.get(key) != models["memory_identity"].get(key)
+        key: (saved.get(key), identity.get(key))
+        for key in sorted(set(identity) | set(saved))
+        if identity.get(key) != saved.get(key)
     }
     if differences:
         detail = "; ".join(f"{key}: saved {old!r}, now {new!r}" for key, (old, new) in differences.items())
@@ -213,60 +178,10 @@ def load_pipeline(
             "models or memorize the context again"
         )
 
-    rag.documents = [Document(**row) for row in _read_jsonl(root / DOCUMENTS)]
-    rag._document_hashes = {d["id"]: d["sha256"] for d in manifest["documents"]}
-    if [d.id for d in rag.documents] != list(rag._document_hashes) or any(
-        document_sha256(d) != rag._document_hashes[d.id] or [d.title, len(d.text)] != [row["title"], row["num_chars"]]
-        for d, row in zip(rag.documents, manifest["documents"])
-    ):
-        raise SaveFormatError(f"{root / DOCUMENTS} does not match the manifest's documents; the save is damaged: "
-                              + REMEDY.format(dir=root))
-    if rag.content_sha256 != manifest["content_sha256"]:
-        raise SaveFormatError(f"the manifest's content_sha256 is not that of {root / DOCUMENTS}; the save is "
-                              "damaged: " + REMEDY.format(dir=root))
-    rag.chunks = [Chunk(**row) for row in _read_jsonl(root / CHUNKS)]
-    rag._chunk_by_id = {chunk.id: chunk for chunk in rag.chunks}
-    if len(rag.chunks) != manifest["num_chunks"]:
-        raise SaveFormatError(f"{root / CHUNKS} holds {len(rag.chunks)} chunks, the manifest {manifest['num_chunks']}")
-    rag.retriever = _load_index(rag, root / INDEX)
-    if len(rag.retriever) != len(rag.chunks):
-        raise SaveFormatError(f"{root / INDEX} indexes {len(rag.retriever)} chunks, not {len(rag.chunks)}")
-    if manifest.get("memory") is not None:
-        from memorag.memory import Memory, MemoryFileError
 
-        try:
-            rag.memory = Memory.load(root / MEMORY)
-        except MemoryFileError as error:
-            raise SaveFormatError(f"the memory of the save ({root / MEMORY}) is damaged: {error}") from error
-        check_memory_part(rag.memory, manifest, root)
-        rag.memory_model.check_memory(rag.memory)
-        _check_memory_dtype(rag, root)
-    rag._version = 1
-    return rag
-
-
-def check_memory_part(memory, manifest: dict, root: Path) -> None:
-    """Refuse a memory that is not the one the manifest records (another text's, other settings)."""
-    record = manifest["memory"]
-    actual = memory_record(memory, root / MEMORY)
-    wrong = [key for key in sorted(set(record) | set(actual)) if record.get(key) != actual.get(key)]
-    if memory.identity != manifest["models"]["memory_identity"]:
-        wrong.append("identity")
-    if wrong:
-        detail = "; ".join(
-            f"{key}: manifest {record.get(key)!r}, memory {actual.get(key)!r}" if key != "identity"
-            else "identity: the memory was made by another model or other settings than the manifest's models"
-            for key in wrong)
-        raise SaveFormatError(
-            f"the memory of the save ({root / MEMORY}) is not the one its manifest records ({detail}); it was "
-            "changed or swapped with another save's memory: " + REMEDY.format(dir=root)
-        )
-
-
-def _check_memory_dtype(rag: MemoRAG, root: Path) -> None:
+def check_memory_dtype(memory: Memory, running: torch.dtype, root: Path) -> None:
     """A memory holds keys and values in the dtype it was memorized in; the model must run in it."""
-    saved = rag.memory.keys[0].dtype if rag.memory.keys else None
-    running = rag.memory_model.base_dtype
+    saved = memory.keys[0].dtype if memory.keys else None
     if saved is not None and saved != running:
         saved_name, running_name = (str(dtype).removeprefix("torch.") for dtype in (saved, running))
         raise ManifestMismatchError(
@@ -275,16 +190,18 @@ def _check_memory_dtype(rag: MemoRAG, root: Path) -> None:
         )
 
 
-def _load_index(rag: MemoRAG, path: Path):
+def open_index(path: Path, kind: str, embedder: Callable[[], Any], embedder_name: str) -> Retriever:
+    """The saved index of a `kind` retriever (dense, bm25, hybrid); `embedder()` is called only
+    for the kinds that embed."""
     from memorag.retrieval.base import load_retriever
 
-    embedder_args = {"embedder": rag.embedder, "embedder_name": rag.embedder_name}
     try:
-        if rag.config.retriever == "dense":
+        if kind == "bm25":
+            return load_retriever(path)
+        embedder_args = {"embedder": embedder(), "embedder_name": embedder_name}
+        if kind == "dense":
             return load_retriever(path, **embedder_args)
-        if rag.config.retriever == "hybrid":
-            return load_retriever(path, kwargs_by_kind={"dense": embedder_args})
-        return load_retriever(path)
+        return load_retriever(path, kwargs_by_kind={"dense": embedder_args})
     except IndexFormatError as error:
         raise SaveFormatError(f"the index of the save is damaged: {error}") from error
     except ValueError as error:
@@ -368,10 +285,3 @@ def read_manifest(directory: Path) -> dict:
                 "damaged or swapped with another save's: " + REMEDY.format(dir=directory)
             )
     return manifest
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SaveFormatError(f"{path} is unreadable ({error}); the save is damaged") from error

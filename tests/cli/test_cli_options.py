@@ -19,6 +19,23 @@ def test_device_options_become_pipeline_settings(command):
     assert not {"device", "dtype", "threads", "quantize"} & set(_overrides(plain))
 
 
+def test_the_flags_become_typed_settings_and_set_adds_to_them():
+    """`--ratio`, `--timeout`, `--chunk-tokens`... arrive as the values argparse read (no text in between);
+    `--set` adds to a section a flag opened, and a refused value names its flag."""
+    from memorag.config import ConfigError
+    from memorag.memory import MemoryConfig
+
+    args = build_parser().parse_args(["memorize", "a.txt", "--out", "x", "--ratio", "2", "--timeout", "7.5",
+                                      "--chunk-tokens", "40", "--set", "memory.window=512", "--set",
+                                      "evidence_tokens=900"])
+    settings = _overrides(args)
+    assert settings == {"timeout": 7.5, "chunk_tokens": 40, "memory": MemoryConfig(window=512, ratios=[2]),
+                        "evidence_tokens": 900}
+    assert type(settings["timeout"]) is float and type(settings["chunk_tokens"]) is int
+    with pytest.raises(ConfigError, match="^--chunk-tokens: "):
+        _overrides(build_parser().parse_args(["memorize", "a.txt", "--out", "x", "--chunk-tokens", "2"]))
+
+
 def test_every_command_lists_the_options():
     for command in ("memorize", "ask", "clues"):
         shown = run_cli(command, "--help").stdout

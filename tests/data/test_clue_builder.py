@@ -109,14 +109,14 @@ def test_builder_keeps_grounded_clues_and_drops_the_rest(tmp_path, monkeypatch):
 
 def test_builder_retries_busy_servers(tmp_path):
     with FakeLLM(REPLIES, fail_first=2) as server:
-        generator = OpenAIGenerator(server.url, "m", timeout=5, max_retries=3, backoff=0.01)
+        generator = OpenAIGenerator(server.url, "m", timeout=5, max_retries=3)
         stats = build_clue_data(ROWS[:1], tmp_path / "o.jsonl", generator, workers=1)
     assert stats["kept"] == 1 and len(server.requests) == 3
 
 
 def test_builder_gives_up_on_refusals_without_retrying(tmp_path):
     with FakeLLM(REPLIES, fail_first=10, status=401) as server:
-        generator = OpenAIGenerator(server.url, "m", timeout=5, max_retries=3, backoff=0.01)
+        generator = OpenAIGenerator(server.url, "m", timeout=5, max_retries=3)
         with pytest.raises(GeneratorError, match="HTTP 401"):
             generator.generate("hi")
         assert len(server.requests) == 1
@@ -126,7 +126,7 @@ def test_builder_gives_up_on_refusals_without_retrying(tmp_path):
 
 
 def test_unreachable_endpoint_fails_every_row_after_its_retries(tmp_path):
-    generator = OpenAIGenerator("http://127.0.0.1:9/v1", "m", timeout=0.5, max_retries=1, backoff=0.01)
+    generator = OpenAIGenerator("http://127.0.0.1:9/v1", "m", timeout=0.5, max_retries=1)
     with pytest.raises(GeneratorError, match="gave up after 2 attempts"):
         generator.generate("hi")
     stats = build_clue_data(ROWS[:2], tmp_path / "o.jsonl", generator, workers=2)

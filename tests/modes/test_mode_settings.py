@@ -52,3 +52,64 @@ def test_every_mode_with_settings_has_its_section():
         if mode.settings_key is not None:
             settings = mode.settings_of(PipelineConfig())
             assert settings == getattr(PipelineConfig(), mode.settings_key), name
+
+
+def test_the_settings_views_are_read_from_the_config_by_name():
+    """SharedSettings, EvidenceSettings and MemoRAGSettings: every field is the `PipelineConfig` field
+    of the same name, whatever the order (each setting given a value no other field has)."""
+    import dataclasses
+
+    from memorag.config import config_view
+    from memorag.modes.context import SharedSettings
+    from memorag.modes.evidence import EvidenceSettings
+    from memorag.modes.memorag import MemoRAGSettings
+
+    config = PipelineConfig(language="zh", chunk_tokens=41, overlap_tokens=7, hits_per_query=5, evidence_tokens=333,
+                            answer_max_new_tokens=77, retriever="bm25", fusion="score", summary_max_new_tokens=99,
+                            clue_kinds=["draft", "spans"], max_clues=3, clue_max_new_tokens=21,
+                            memorag_evidence="fusion", memorag_hits=2, query_weight=1.5)
+    views = [config_view(SharedSettings, config), config_view(EvidenceSettings, config),
+             get_mode("memorag").settings_of(config)]
+    assert isinstance(views[2], MemoRAGSettings)
+    for view in views:
+        for f in dataclasses.fields(view):
+            expected = getattr(config, f.name)
+            assert getattr(view, f.name) == (tuple(expected) if isinstance(expected, list) else expected), f.name
+
+
+def test_a_view_with_a_field_the_config_lacks_is_refused():
+    from dataclasses import dataclass
+
+    from memorag.config import config_view
+
+    @dataclass(frozen=True)
+    class Reordered:
+        retriever: str
+        chunk_tokens: int
+
+    assert config_view(Reordered, PipelineConfig(chunk_tokens=50)) == Reordered("dense", 50)
+
+    @dataclass(frozen=True)
+    class Stray:
+        chunk_tokens: int
+        chunk_size: int
+
+    with pytest.raises(ConfigError, match="Stray.chunk_size has no field of the same name in PipelineConfig"):
+        config_view(Stray, PipelineConfig())
+
+
+def test_a_mode_is_registered_in_one_place():
+    """Every `Mode` subclass defined in memorag/modes is available by its name without any list
+    naming its module, in a fresh interpreter."""
+    import inspect
+    import subprocess
+    import sys
+
+    from memorag.modes.base import Mode, mode_modules
+
+    defined = {cls.name for module in mode_modules() for cls in vars(__import__(module, fromlist=["_"])).values()
+               if inspect.isclass(cls) and issubclass(cls, Mode) and cls.__module__ == module and hasattr(cls, "name")}
+    assert defined == {"memorag", "rag", "longrag", "mixpr", "cic", "full", "hyde", "rqrag", "dos"}
+    listed = subprocess.run([sys.executable, "-c", "from memorag.modes import available_modes; "
+                             "print(' '.join(available_modes()))"], capture_output=True, text=True, check=True)
+    assert set(listed.stdout.split()) == defined == set(available_modes())

@@ -85,7 +85,7 @@ class FakeServer:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 server.requests.append(json.loads(self.rfile.read(length)))
-                server.headers.append(dict(self.headers))
+                server.headers.append(self.headers)  # header names are case-insensitive
                 action = server.script.pop(0) if server.script else "stream"
                 if action.startswith("status:"):
                     code = int(action.split(":")[1])
@@ -100,6 +100,17 @@ class FakeServer:
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
+                elif action in ("break", "error-event"):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Content-Length", "1000")  # promises more than it sends
+                    self.end_headers()
+                    event = {"choices": [{"delta": {"content": "Mordecai "}}]}
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    if action == "error-event":
+                        self.wfile.write(b'data: {"error": {"message": "the model crashed"}}\n\n')
+                    self.wfile.flush()
+                    self.close_connection = True
                 elif action == "slow":
                     time.sleep(1.5)
                     self.send_response(200)
@@ -157,14 +168,14 @@ def test_openai_generator_reads_a_plain_json_reply_and_learns_the_model(server, 
 
 def test_openai_generator_retries_overload_then_succeeds(server):
     server.script = ["status:503", "status:429"]
-    generator = OpenAIGenerator(server.url, "fake-model", max_retries=2, backoff=0.01)
+    generator = OpenAIGenerator(server.url, "fake-model", max_retries=2)
     assert generator.generate("q") == "Mordecai raised her."
     assert len(server.requests) == 3
 
 
 def test_openai_generator_gives_up_and_explains(server):
     server.script = ["status:503"] * 3
-    generator = OpenAIGenerator(server.url, "fake-model", max_retries=1, backoff=0.01)
+    generator = OpenAIGenerator(server.url, "fake-model", max_retries=1)
     with pytest.raises(GeneratorError, match="gave up after 2 attempts"):
         generator.generate("q")
     server.script = ["status:401"]
@@ -173,6 +184,19 @@ def test_openai_generator_gives_up_and_explains(server):
     server.script = ["status:404"]
     with pytest.raises(GeneratorError, match="/v1"):
         generator.generate("q")
+
+
+def test_a_reply_that_breaks_off_is_an_error_not_a_retry(server):
+    """Text already handed on is never repeated: a stream cut half-way, or an error event inside it,
+    fails at once (one request), naming what happened."""
+    generator = OpenAIGenerator(server.url, "fake-model", max_retries=3)
+    for action, message in (("break", "broke off"), ("error-event", "the model crashed")):
+        server.requests.clear()
+        server.script = [action]
+        pieces = []
+        with pytest.raises(GeneratorError, match=message):
+            generator.generate("q", on_text=pieces.append)
+        assert pieces == ["Mordecai "] and len(server.requests) == 1
 
 
 def test_openai_generator_times_out(server):
@@ -186,7 +210,7 @@ def test_an_unreachable_endpoint_fails_fast_with_a_clear_message():
     with socket.socket() as probe:  # a port with nothing listening
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    generator = OpenAIGenerator(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff=0.01)
+    generator = OpenAIGenerator(f"http://127.0.0.1:{port}/v1", "m", max_retries=1)
     started = time.perf_counter()
     with pytest.raises(GeneratorError, match="cannot reach .* gave up after 2 attempts. Is the server running"):
         generator.check()

@@ -47,7 +47,7 @@ def test_generator_settings_are_range_checked():
     from memorag.generation.openai import OpenAIGenerator
 
     for kwargs, fragment in (({"timeout": -1}, "timeout"), ({"max_retries": -2}, "max_retries"),
-                             ({"temperature": -0.5}, "temperature"), ({"backoff": -1}, "backoff")):
+                             ({"temperature": -0.5}, "temperature")):
         with pytest.raises(GeneratorError, match=fragment):
             OpenAIGenerator("http://127.0.0.1:9/v1", "m", **kwargs)
     from memorag.generation.local import LocalGenerator
