@@ -14,6 +14,12 @@ Two write modes:
 
 `rotated_keys=False` stores unrotated keys and rotates the whole cache at every read:
 the costly way (O(memory) per step), kept only as the reference the tests compare to.
+
+Decoding steps (one raw token, in place) read the whole buffers `[B, H_kv, capacity, d]`
+instead of the valid rows, with a mask over the rows not yet written (`ensure_capacity`
+grows the buffers before such a step, so the mask and every kernel see one shape from
+token to token until the next doubling). Buffers are zero-filled when allocated so the
+masked rows are finite.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from collections.abc import Callable
 import torch
 
 from .schedule import ScheduleState
+
+# Buffers hold a multiple of this many rows, so nearby lengths (a prompt or an answer a few
+# tokens longer) share one capacity and a decoding step's shapes.
+CAPACITY_BUCKET = 128
 
 # (keys [B, H_kv, n, d], position offsets [n]) -> keys rotated by those offsets
 Rotate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -57,9 +67,9 @@ class MemoryCache:
         for `reserve` more rows (at least one); the memory itself is never written."""
         copies_k, copies_v = [], []
         for k, v in zip(keys, values, strict=True):
-            shape = (*k.shape[:2], k.shape[2] + max(reserve, 1), k.shape[3])
-            new_k = k.new_empty(shape, device=device)
-            new_v = v.new_empty(shape, device=device)
+            shape = (*k.shape[:2], bucketed(k.shape[2] + max(reserve, 1)), k.shape[3])
+            new_k = k.new_zeros(shape, device=device)  # zeros: a decoding step reads the whole buffer
+            new_v = v.new_zeros(shape, device=device)
             new_k[:, :, : k.shape[2]] = k
             new_v[:, :, : v.shape[2]] = v
             copies_k.append(new_k)
@@ -76,9 +86,11 @@ class MemoryCache:
 
     # -- writing ----------------------------------------------------------------------
     def write(
-        self, layer: int, keys: torch.Tensor, values: torch.Tensor
+        self, layer: int, keys: torch.Tensor, values: torch.Tensor, whole: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append `[B, H_kv, n, d]` keys/values to `layer`; return the cache as attention reads it."""
+        """Append `[B, H_kv, n, d]` keys/values to `layer`; return the cache as attention reads it: the
+        valid rows `[B, H_kv, length, d]`, or with `whole` (in place only) the whole buffers
+        `[B, H_kv, capacity, d]`, whose shape stays the same from step to step."""
         start, n = self.length, keys.shape[2]
         old_k, old_v = self.keys[layer], self.values[layer]
         if self._functional_for(keys) or self._functional_for(values):
@@ -90,13 +102,27 @@ class MemoryCache:
             new_k[:, :, start : start + n] = keys
             new_v[:, :, start : start + n] = values
         self.keys[layer], self.values[layer] = new_k, new_v
+        if whole:
+            return new_k, new_v
         return new_k[:, :, : start + n], new_v[:, :, : start + n]
+
+    def ensure_capacity(self, needed: int) -> int | None:
+        """Grow every layer's buffers (by doubling, never by a row) to hold `needed` rows before a step
+        runs; the capacity, or None while nothing is allocated (the first write allocates)."""
+        if self.keys[0] is None:
+            return None
+        for layer in range(self.num_layers):
+            self.keys[layer] = self._with_capacity(self.keys[layer], self.keys[layer], needed, self.length)
+            self.values[layer] = self._with_capacity(self.values[layer], self.values[layer], needed, self.length)
+        return self.keys[0].shape[2]
 
     def _with_capacity(self, buffer: torch.Tensor | None, like: torch.Tensor, needed: int, keep: int) -> torch.Tensor:
         if buffer is not None and buffer.shape[2] >= needed and buffer.shape[:2] == like.shape[:2]:
             return buffer
-        capacity = max(needed + self.reserve, 2 * (buffer.shape[2] if buffer is not None else 0), 64)
-        grown = like.new_empty(like.shape[0], like.shape[1], capacity, like.shape[3])
+        capacity = bucketed(max(needed + self.reserve, 2 * (buffer.shape[2] if buffer is not None else 0)))
+        # zeros, not garbage: a decoding step attends over the whole buffer with a mask, and a masked
+        # row must still be finite (0 * NaN would leak into the output)
+        grown = like.new_zeros(like.shape[0], like.shape[1], capacity, like.shape[3])
         if buffer is not None and keep:
             grown[:, :, :keep] = buffer[:, :, :keep]
         return grown
@@ -151,3 +177,8 @@ class MemoryCache:
         keys = [k[:, :, :n].clone() for k in self.keys]
         values = [v[:, :, :n].clone() for v in self.values]
         return keys, values
+
+
+def bucketed(rows: int) -> int:
+    """`rows` rounded up to a whole number of `CAPACITY_BUCKET`s."""
+    return -(-rows // CAPACITY_BUCKET) * CAPACITY_BUCKET

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from memorag.stop_tokens import stop_token_ids
 
-from .attention import MemoryAttention, RowSplit, StepContext, apply_rope, window_mask
+from .attention import MemoryAttention, RowSplit, StepContext, apply_rope, bucket_bias, window_mask
 from .batch import PackedRows
 from .cache import MemoryCache
 from .chat import PromptLayout, context_ids, prompt_ids, special_token_id
@@ -235,11 +235,28 @@ class MemoryModel(nn.Module):
             rows = RowSplit.of(*piece.row_kinds(), device=device)
             memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], piece.num_memory, -1)
             hidden = rows.merge(hidden, memory)  # [B, T, D], sequence order
-        mask = window_mask(self.config.attention, piece.ratio, piece.rows_before, piece.num_rows, device)
+        capacity = self._decoding_capacity(item)
+        if capacity is None:
+            mask = window_mask(self.config.attention, piece.ratio, piece.rows_before, piece.num_rows, device)
+        else:
+            mask = bucket_bias(self.config.attention, piece.ratio, piece.num_entries, piece.rows_before,
+                               piece.num_rows, capacity, device, self.base_dtype)  # [T, C]
         context = StepContext(cache, prefix=piece.num_entries, rows=rows, mask=mask,
-                              implementation=self.config.attn_implementation, dtype=self.base_dtype)
+                              implementation=self.config.attn_implementation, dtype=self.base_dtype,
+                              bucket=capacity is not None)
         cache.note_positions(positions[0])
         return PieceRows(hidden, positions, rows, context)
+
+    def _decoding_capacity(self, item: StepInput) -> int | None:
+        """The cache's capacity when `item` is a decoding step (one raw token, plus the memory token it may
+        bring, written in place over an allocated cache of its batch): its attention then reads the whole
+        buffers, so its shapes repeat token after token (docs/memory-model.md, "Decoding"). None otherwise."""
+        cache, piece = item.cache, item.piece
+        in_place = not cache.functional and not torch.is_grad_enabled() and cache.rotated_keys
+        allocated = cache.keys[0] is not None and cache.keys[0].shape[0] == item.input_ids.shape[0]
+        if piece.num_raw != 1 or not in_place or not allocated or self.config.attn_implementation != "sdpa":
+            return None
+        return cache.ensure_capacity(cache.length + piece.num_rows)
 
     def _run_layers(self, hidden: torch.Tensor, positions: torch.Tensor, context,
                     position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
