@@ -52,6 +52,10 @@ class RowSplit:
     memory: torch.Tensor
     order: torch.Tensor
     group: int | None = None  # raw rows per memory row when the rows are regular groups
+    raw_rows: tuple[int, ...] = ()  # `raw` and `memory` as the host knows them (never read back from a device)
+    memory_rows: tuple[int, ...] = ()
+    raw_rows: tuple[int, ...] = ()  # `raw` and `memory` as the host knows them (never read back from a device)
+    memory_rows: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, raw_rows: list[int], memory_rows: list[int], device: torch.device) -> RowSplit:
@@ -61,7 +65,7 @@ class RowSplit:
         group = len(raw_rows) // len(memory_rows) if memory_rows else None
         regular = group and len(raw_rows) == group * len(memory_rows) and memory_rows == [
             j * (group + 1) + group for j in range(len(memory_rows))]
-        return cls(raw, memory, order, group if regular else None)
+        return cls(raw, memory, order, group if regular else None, tuple(raw_rows), tuple(memory_rows))
 
     def split(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """[B, T, ...] -> raw rows [B, n, ...], memory rows [B, m, ...]."""

@@ -90,8 +90,8 @@ class PackedRows:
             if part.rows is None:
                 raw_rows.extend(range(start, start + count))
             else:
-                raw_rows.extend(start + int(row) for row in part.rows.raw)
-                memory_rows.extend(start + int(row) for row in part.rows.memory)
+                raw_rows.extend(start + row for row in part.rows.raw_rows)
+                memory_rows.extend(start + row for row in part.rows.memory_rows)
             bounds.append(start + count)
         device = parts[0].hidden.device
         hidden = torch.cat([part.hidden for part in parts], dim=1)  # [1, sum T_i, D]

@@ -94,3 +94,38 @@ def test_decoding_brings_no_more_new_shapes_than_transformers_static_cache():
           f"static {static_ops:.1f}")
     assert memory_pairs <= static_pairs
     assert memory_ops <= OPS_PER_TOKEN_BUDGET
+
+
+class _NoHostReads:
+    """Makes every way of reading a tensor's value on the host raise while it is entered."""
+
+    NAMES = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
+
+    def __enter__(self):
+        self.saved = {name: getattr(torch.Tensor, name) for name in self.NAMES}
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a tensor's value was read on the host inside a decoding step")
+
+        for name in self.NAMES:
+            setattr(torch.Tensor, name, refuse)
+        return self
+
+    def __exit__(self, *exc):
+        for name, method in self.saved.items():
+            setattr(torch.Tensor, name, method)
+
+
+def test_decoding_steps_read_no_tensor_value_on_the_host():
+    from memorag.memory.batch import feed_batch
+
+    model = tiny_memory_model("llama", window=16, ratios=[4])
+    ratio_of = model.ratio_function(4)
+    with torch.no_grad():
+        caches = [model.new_cache(), model.new_cache()]
+        feed_batch(model, [random_ids(10), random_ids(13, seed=1)], caches, [ratio_of, ratio_of])
+        for index in range(20):  # memory tokens inserted and windows compacted on the way
+            tokens = [random_ids(1, seed=10 + index), random_ids(1, seed=40 + index)]
+            with _NoHostReads():
+                model.feed(tokens[0], caches[0], ratio_of)
+                feed_batch(model, tokens, caches, [ratio_of, ratio_of])
