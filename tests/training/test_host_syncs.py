@@ -73,7 +73,7 @@ def test_the_interval_reads_what_the_step_kept(tmp_path):
         counts = [int((labels[:, 1:] != -100).sum()) for _, labels in batches]
         losses = [float(loss) for loss in result["losses"]]
         assert record["loss_tokens"] == sum(counts) > 0
-        assert record["loss"] == pytest.approx(sum(l * n for l, n in zip(losses, counts)) / sum(counts), rel=1e-12)
+        assert record["loss"] == pytest.approx(sum(loss * n for loss, n in zip(losses, counts, strict=True)) / sum(counts), rel=1e-12)
         assert record["grad_norm"] == pytest.approx(float(result["grad_norm"]), rel=1e-12) and record["grad_norm"] > 0
     finally:
         trainer.close()
