@@ -33,6 +33,7 @@ from .families import family_of, get_submodule
 from .identity import WeightsHash, check_identity, identity_of
 from .loading import load_memory_model
 from .ratios import ContextTooLongError, RatioOf, choose_ratio, ratio_function, too_long
+from .row_chunks import SCORE_CHUNK_ROWS, chunked_row_sums
 from .schedule import ScheduleState, memory_rows_of_window, positions_needed
 from .state import Memory
 from .step import PieceRows, StepInput, plan_steps
@@ -449,15 +450,32 @@ class MemoryModel(nn.Module):
         """Raw rows' last hidden states [..., D] (before the final norm) -> logits [..., V], in the model's dtype."""
         return self.lm_head(self.final_norm(hidden))
 
-    def score_labelled(self, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def score_labelled(self, hidden: torch.Tensor, targets: torch.Tensor, teacher_states: torch.Tensor | None = None,
+                       chunk_rows: int = SCORE_CHUNK_ROWS) -> tuple[torch.Tensor, torch.Tensor]:
         """The scoring hook for labelled rows: `hidden` [B, n, D] (raw rows from `step`), `targets` [B, n]
-        (-100: no label) -> (summed cross-entropy [], fp32 logits [k, V] of the k labelled rows only).
+        (-100: no label) -> (summed cross-entropy [], summed KL(teacher || model) [], 0 without a teacher).
 
-        Rows without a label get no logits at all (most rows of an SFT sample; one row's logits
-        cost a quarter of the rest of a small model with a large vocabulary)."""
+        `teacher_states` [B, n, D] are a teacher's last hidden states at the same rows, after its final
+        norm (the frozen base reading the whole sequence, memorag/training/objectives.py); its logits
+        come from this model's head. Rows without a label get no logits at all (most rows of an SFT
+        sample; one row's logits cost a quarter of the rest of a small model with a large vocabulary),
+        and the labelled rows' logits are computed `chunk_rows` rows at a time (memory/row_chunks.py)."""
         keep = targets != -100  # [B, n]
-        logits = self.logits(hidden[keep]).float()  # [k, V]
-        return F.cross_entropy(logits, targets[keep], reduction="sum"), logits
+        rows = (hidden[keep], targets[keep])  # [k, D], [k]
+        if teacher_states is None:
+            return *chunked_row_sums(self._cross_entropy_sum, rows, chunk_rows), hidden.new_zeros((), dtype=torch.float32)
+        return chunked_row_sums(self._distillation_sums, (*rows, teacher_states[keep]), chunk_rows)
+
+    def _cross_entropy_sum(self, rows: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor]:
+        logits = self.logits(rows).float()  # [c, V]
+        return (F.cross_entropy(logits, targets, reduction="sum"),)
+
+    def _distillation_sums(self, rows: torch.Tensor, targets: torch.Tensor, teacher_states: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.logits(rows).float()  # [c, V]
+        teacher = F.log_softmax(self.lm_head(teacher_states).float(), dim=-1)  # [c, V]
+        kl = F.kl_div(F.log_softmax(logits, dim=-1), teacher, log_target=True, reduction="sum")
+        return F.cross_entropy(logits, targets, reduction="sum"), kl
 
 
 def _chain_hash(previous: str, ids: list[int]) -> str:

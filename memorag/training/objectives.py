@@ -13,8 +13,10 @@ one label, a denser signal per step. Both losses are averaged over the same toke
 with a label, shifted as in `forward`). The windows are read by the loop `MemoryModel.forward`
 uses (`memorag.memory.windows.read_windows`: functional cache, one activation checkpoint per
 window), and each window is scored by the model's hook for labelled rows
-(`MemoryModel.score_labelled`, logits of rows with a label only), so the `lm` objective is
-`MemoryModel.forward`'s loss, computed the same way.
+(`MemoryModel.score_labelled`, logits of rows with a label only, a chunk of rows at a time), so
+the `lm` objective is `MemoryModel.forward`'s loss, computed the same way. The teacher is kept as
+its last hidden states [B, N, D], and projected to the vocabulary in the same chunks: neither
+model's logits exist for more than a chunk of rows at once.
 """
 
 from __future__ import annotations
@@ -22,61 +24,73 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.nn import functional as F
 
 from memorag.memory import MemoryModel
-from memorag.memory.windows import MemoryModelOutput, next_token_targets, read_windows
+from memorag.memory.row_chunks import SCORE_CHUNK_ROWS
+from memorag.memory.windows import next_token_targets, read_windows
 
 from .config import LossSection
 
 
 @dataclass
-class ObjectiveOutput(MemoryModelOutput):
-    lm_loss: float = float("nan")  # mean cross-entropy over the loss tokens (logged)
-    kl_loss: float = float("nan")  # mean KL(teacher || memory model) over the same tokens
+class ObjectiveOutput:
+    """The objective of one micro-batch. Everything is a tensor on the model's device, so computing it
+    waits on nothing; the float and int properties read them (a host sync each), for logs and tests."""
+
+    loss: torch.Tensor  # [] the objective, mean over the loss tokens
+    lm_mean: torch.Tensor  # [] mean cross-entropy over the loss tokens (detached)
+    kl_mean: torch.Tensor | None  # [] mean KL(teacher || memory model) over the same tokens (detached); None: no KL
+    loss_token_count: torch.Tensor  # [] raw tokens with a label
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return int(self.loss_token_count)
+
+    @property
+    def lm_loss(self) -> float:
+        return float(self.lm_mean)
+
+    @property
+    def kl_loss(self) -> float:
+        return float(self.kl_mean) if self.kl_mean is not None else float("nan")
 
 
-def teacher_logits(model: MemoryModel, input_ids: torch.Tensor) -> torch.Tensor:
-    """The frozen base model over the whole sequence [B, N] -> logits [B, N, V] (no gradients)."""
+def teacher_states(model: MemoryModel, input_ids: torch.Tensor) -> torch.Tensor:
+    """The frozen base model over the whole sequence [B, N] -> its last hidden states after its final
+    norm [B, N, D] (no gradients); `model.lm_head` of a row gives the teacher's logits there."""
     length = input_ids.shape[1]
     if length > model.max_positions:
         raise ValueError(
             f"distillation needs the base model to read the whole sequence, but {length} tokens exceed its "
             f"{model.max_positions} positions; shorten data.max_length or use loss.kind=lm"
         )
+    with torch.no_grad():  # plain attention: no memory step
+        return model.base_model.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+
+
+def teacher_logits(model: MemoryModel, input_ids: torch.Tensor) -> torch.Tensor:
+    """The frozen base model's logits over the whole sequence [B, N] -> [B, N, V] (no gradients; for
+    inspection: the objective projects `teacher_states` a chunk of labelled rows at a time)."""
+    states = teacher_states(model, input_ids)  # [B, N, D]
     with torch.no_grad():
-        return model.base_model(input_ids=input_ids, use_cache=False).logits  # plain attention: no memory step
-
-
-def window_losses(model: MemoryModel, hidden: torch.Tensor, targets: torch.Tensor,
-                  teacher: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed cross-entropy and summed KL(teacher || student) over the window's tokens with a label.
-
-    `hidden` [B, n, D] (raw rows, before the final norm), `targets` [B, n] (-100: no loss),
-    `teacher` [B, n, V] logits at the same rows (None: no KL, returned as 0).
-    """
-    lm, logits = model.score_labelled(hidden, targets)  # logits [k, V] of the labelled rows
-    if teacher is None:
-        return lm, torch.zeros((), device=lm.device)
-    student = F.log_softmax(logits, dim=-1)
-    target = F.log_softmax(teacher[targets != -100].float(), dim=-1)
-    kl = F.kl_div(student, target, log_target=True, reduction="sum")
-    return lm, kl
+        return model.lm_head(states)
 
 
 def objective_forward(model: MemoryModel, input_ids: torch.Tensor, labels: torch.Tensor, loss: LossSection,
-                      ratio_seed: int | None = None) -> ObjectiveOutput:
-    """The `loss.kind` objective of `input_ids` [B, N] with `labels` [B, N] (HF convention)."""
-    teacher = teacher_logits(model, input_ids) if loss.kind != "lm" else None  # [B, N, V]
+                      ratio_seed: int | None = None, chunk_rows: int = SCORE_CHUNK_ROWS) -> ObjectiveOutput:
+    """The `loss.kind` objective of `input_ids` [B, N] with `labels` [B, N] (HF convention); logits are
+    computed `chunk_rows` labelled rows at a time (memorag/memory/row_chunks.py)."""
+    teacher = teacher_states(model, input_ids) if loss.kind != "lm" else None  # [B, N, D]
     targets = next_token_targets(labels)  # [B, N]
 
     def score(hidden: torch.Tensor, columns: slice) -> tuple[torch.Tensor, torch.Tensor]:
-        return window_losses(model, hidden, targets[:, columns], teacher[:, columns] if teacher is not None else None)
+        return model.score_labelled(hidden, targets[:, columns], teacher[:, columns] if teacher is not None else None,
+                                    chunk_rows)
 
     zero = torch.zeros((), device=input_ids.device)
     lm_sum, kl_sum = read_windows(model, input_ids, score, ratio_seed=ratio_seed) or (zero, zero)
-    count = int((targets != -100).sum())
-    lm_mean, kl_mean = lm_sum / max(count, 1), kl_sum / max(count, 1)
+    count = (targets != -100).sum()  # [] on the device: no host sync
+    lm_mean, kl_mean = lm_sum / count.clamp(min=1), kl_sum / count.clamp(min=1)
     value = {"lm": lm_mean, "distill": kl_mean}.get(loss.kind, lm_mean + loss.weight * kl_mean)
-    return ObjectiveOutput(loss=value, num_loss_tokens=count, lm_loss=float(lm_mean.detach()),
-                           kl_loss=float(kl_mean.detach()) if teacher is not None else float("nan"))
+    return ObjectiveOutput(loss=value, lm_mean=lm_mean.detach(), loss_token_count=count,
+                           kl_mean=kl_mean.detach() if teacher is not None else None)

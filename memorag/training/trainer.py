@@ -264,10 +264,14 @@ class Trainer:
         return self.model(input_ids, labels=labels, ratio_seed=seed)
 
     def _train_step(self, batches) -> dict[str, Any]:
+        """One optimizer step over `batches` (CPU tensors). Nothing in it reads a tensor's value on the host:
+        the loss weights come from the labels' counts as tensors, and the losses and the gradient norm are
+        returned as tensors, read once per logging interval (`_Interval.record`)."""
         acc, cfg = self.accelerator, self.cfg
         accumulation = len(batches)
-        total_tokens = sum(int((labels[:, 1:] != -100).sum()) for _, labels in batches)
-        loss_sum, ratios = 0.0, Counter()
+        counts = [(labels[:, 1:] != -100).sum() for _, labels in batches]  # each [] (int64, CPU)
+        total_tokens = torch.stack(counts).sum()  # []
+        losses, ratios = [], Counter()
         lr = self.scheduler.get_last_lr()[0]
         for index, (input_ids, labels) in enumerate(batches):
             seed = ratio_seed(cfg.seed, self.step, index, self.rank)
@@ -275,18 +279,18 @@ class Trainer:
             with sync:
                 with acc.autocast():
                     output = self._forward(input_ids.to(acc.device), labels.to(acc.device), seed)
-                weight = output.num_loss_tokens * accumulation / max(total_tokens, 1)
-                acc.backward(output.loss * weight)
-            loss_sum += float(output.loss.detach()) * output.num_loss_tokens
+                weight = ((counts[index] * accumulation).double() / total_tokens.clamp(min=1).double()).float()  # []
+                acc.backward(output.loss * weight.to(output.loss.device))
+            losses.append(output.loss.detach())
             ratios += ratio_counts(input_ids.shape[1], cfg.memory.window, cfg.memory.ratios, cfg.memory.ratio_mix, seed)
         clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
         grad_norm = acc.clip_grad_norm_(self.model.parameters(), clip)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return {"loss_sum": loss_sum, "tokens": total_tokens, "lr": lr, "ratios": ratios,
-                "grad_norm": float(grad_norm) if grad_norm is not None else math.nan,
-                "raw_tokens": sum(int(ids.numel()) for ids, _ in batches)}
+        return {"losses": losses, "counts": counts, "tokens": total_tokens, "lr": lr, "ratios": ratios,
+                "grad_norm": grad_norm.detach() if grad_norm is not None else None,
+                "raw_tokens": sum(ids.numel() for ids, _ in batches)}
 
     def train(self) -> dict[str, Any]:
         """Run to `total_steps` (or `optim.stop_at_step`, a stop signal, or the end of the data)."""
@@ -482,28 +486,32 @@ class Trainer:
 
 
 class _Interval:
-    """Sums over the steps between two log records."""
+    """What the steps between two log records returned; their tensors are read on the host once, in `record`."""
 
     def __init__(self) -> None:
-        self.loss_sum = 0.0
-        self.tokens = 0
-        self.raw_tokens = 0
+        self.steps: list[dict[str, Any]] = []
         self.seconds = 0.0
-        self.grad_norms: list[float] = []
         self.ratios: Counter = Counter()
-        self.lr = 0.0
 
     def add(self, result: dict[str, Any], seconds: float) -> None:
-        self.loss_sum += result["loss_sum"]
-        self.tokens += result["tokens"]
-        self.raw_tokens += result["raw_tokens"]
+        self.steps.append(result)
         self.seconds += seconds
-        self.grad_norms.append(result["grad_norm"])
         self.ratios += result["ratios"]
-        self.lr = result["lr"]
 
     def record(self, step: int, world: int, accelerator) -> dict[str, Any]:
-        loss_sum, tokens = self.loss_sum, self.tokens
+        losses = torch.stack([loss for result in self.steps for loss in result["losses"]]).tolist()  # one sync
+        norms = [result["grad_norm"] for result in self.steps]
+        known = [norm for norm in norms if norm is not None]
+        read_norms = iter(torch.stack(known).tolist() if known else [])
+        grad_norms = [next(read_norms) if norm is not None else math.nan for norm in norms]
+        loss_sum, tokens, position = 0.0, 0, 0
+        for result in self.steps:  # token-weighted sums, in the order of the micro-batches
+            step_sum = 0.0
+            for count in result["counts"]:
+                step_sum += losses[position] * int(count)
+                position += 1
+            loss_sum += step_sum
+            tokens += int(result["tokens"])
         if world > 1:
             sums = torch.tensor([loss_sum, tokens], dtype=torch.float64, device=accelerator.device)
             loss_sum, tokens = accelerator.reduce(sums, reduction="sum").tolist()
@@ -511,9 +519,9 @@ class _Interval:
             "event": "train",
             "step": step,
             "loss": loss_sum / max(tokens, 1),
-            "lr": self.lr,
-            "grad_norm": sum(self.grad_norms) / max(len(self.grad_norms), 1),
-            "tokens_per_s": self.raw_tokens * world / max(self.seconds, 1e-9),
+            "lr": self.steps[-1]["lr"] if self.steps else 0.0,
+            "grad_norm": sum(grad_norms) / max(len(grad_norms), 1),
+            "tokens_per_s": sum(result["raw_tokens"] for result in self.steps) * world / max(self.seconds, 1e-9),
             "loss_tokens": int(tokens),
             "ratios": {str(ratio): count for ratio, count in sorted(self.ratios.items())},
         }
