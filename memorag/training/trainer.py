@@ -289,7 +289,7 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return {"losses": losses, "counts": counts, "tokens": total_tokens, "lr": lr, "ratios": ratios,
-                "grad_norm": grad_norm.detach() if grad_norm is not None else None,
+                "grad_norm": _as_tensor(grad_norm),
                 "raw_tokens": sum(ids.numel() for ids, _ in batches)}
 
     def train(self) -> dict[str, Any]:
@@ -525,3 +525,11 @@ class _Interval:
             "loss_tokens": int(tokens),
             "ratios": {str(ratio): count for ratio, count in sorted(self.ratios.items())},
         }
+
+
+def _as_tensor(grad_norm) -> torch.Tensor | None:
+    """The gradient norm as a tensor read later, once per interval: a tensor from torch's clipping, a
+    float from DeepSpeed's (which has read it already), or None where the engine gives none."""
+    if grad_norm is None:
+        return None
+    return grad_norm.detach() if isinstance(grad_norm, torch.Tensor) else torch.tensor(float(grad_norm))
