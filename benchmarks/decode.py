@@ -113,7 +113,14 @@ def run(args: argparse.Namespace) -> dict:
         measure("memory model, 3 prompts as one batch", lambda clock: model.generate_ids_batch(
             prompts, memory, max_new_tokens=steps, min_new_tokens=steps, streamer=clock), len(prompts),
             len(prompts) * (memory.nbytes + window_bytes))
+        if args.compile is not None:
+            compile_s = _compile(model, device, args.compile, prompt, memory, steps)
+            measure(f"memory model, compiled step ({args.compile})", lambda clock: model.generate_ids(
+                prompt, memory, max_new_tokens=steps, min_new_tokens=steps, streamer=clock), 1,
+                memory.nbytes + window_bytes)
+            rows[-1]["compile_s"] = compile_s
     by_variant = {row["variant"]: row for row in rows}
+    compiled = [row for row in rows if row["variant"].startswith("memory model, compiled")]
     ours = by_variant["memory model"]["ms_per_step"]
     result = {
         "benchmark": "decode",
@@ -127,12 +134,25 @@ def run(args: argparse.Namespace) -> dict:
         "weight_bytes": weights, "peaks": peaks,
         "memory_over_static": ours / by_variant["transformers static cache"]["ms_per_step"],
         "memory_over_dynamic": ours / by_variant["transformers dynamic cache"]["ms_per_step"],
+        "compiled_over_eager": compiled[0]["ms_per_step"] / ours if compiled else None,
         "rows": rows, "device": device.record(), "machine": machine_record(load_before),
     }
     print(f"\nmemory model / transformers static cache: {result['memory_over_static']:.2f}x per token; "
           f"peaks: GEMM {peaks['gemm'] / 1e9:,.0f} GFLOP/s, attention {peaks['attention'] / 1e9:,.0f} GFLOP/s, "
           f"copy {peaks['copy_bytes_per_s'] / 1e9:.1f} GB/s")
+    if compiled:
+        print(f"compiled step / eager step: {result['compiled_over_eager']:.2f}x per token "
+              f"(compiling took {compiled[0]['compile_s']:.1f} s, before the timed decode)")
     return result
+
+
+def _compile(model, device: BenchDevice, mode: str, prompt: list[int], memory, steps: int) -> float:
+    """Switch `model` to the compiled decoding step and compile it by one decode of the timed length
+    (the same buffer capacity, so the timed decode only replays); the seconds that took."""
+    model.compile_decoding(mode=None if mode == "default" else mode)
+    seconds, _ = device.seconds(lambda: model.generate_ids(prompt, memory, max_new_tokens=steps,
+                                                           min_new_tokens=steps))
+    return seconds
 
 
 HEADER = ("| decoding | ms/step | median ms/step | tokens/s | bound ms/step | share of bound | prefill s | "
@@ -155,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=40)
     parser.add_argument("--new-tokens", type=int, default=32, help="timed decoding steps")
     parser.add_argument("--warmup-steps", type=int, default=4, help="steps after prefill left out of the timing")
+    parser.add_argument("--compile", choices=["default", "reduce-overhead", "max-autotune"],
+                        help="also decode through the compiled step (MemoryModel.compile_decoding) in this "
+                             "torch.compile mode; compiling is timed apart (reduce-overhead: CUDA graphs)")
     parser.add_argument("--json", help="where to write the result (default benchmarks/results/decode-HOST.json)")
     args = parser.parse_args(argv)
     result = run(args)

@@ -37,8 +37,12 @@ run_set() {  # run_set TREE DEST: the GPU set with TREE's scripts, JSON and logs
             2>&1 | tee "$dest/$name.log"
     }
     [ -n "${DRY_RUN:-}" ] || nvidia-smi > "$dest/nvidia-smi.txt" 2>&1 || true
-    step decode-135m decode.py --shape smollm2-135m --memory-tokens 32768 --new-tokens 32 --json "$dest/decode-135m.json"
-    step decode-7b decode.py --shape qwen2-7b --memory-tokens 32768 --new-tokens 32 --json "$dest/decode-7b.json"
+    local compiled=()  # a tree with the compiled decoding step also decodes through it, as CUDA graphs
+    if grep -q -- '"--compile"' "$tree/benchmarks/decode.py"; then compiled=(--compile reduce-overhead); fi
+    step decode-135m decode.py --shape smollm2-135m --memory-tokens 32768 --new-tokens 32 "${compiled[@]}" \
+        --json "$dest/decode-135m.json"
+    step decode-7b decode.py --shape qwen2-7b --memory-tokens 32768 --new-tokens 32 "${compiled[@]}" \
+        --json "$dest/decode-7b.json"
     step memorize-135m memorize.py --shape smollm2-135m --lengths 16384 32768 65536 131072 --ratios 4 \
         --plain-max 16384 --out "$dest/memorize-135m.json"
     step memorize-7b memorize.py --shape qwen2-7b --lengths 16384 32768 65536 131072 --ratios 4 \
@@ -61,5 +65,5 @@ if [ -n "$BEFORE" ]; then
 fi
 [ -n "${DRY_RUN:-}" ] && exit 0
 PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m pytest -q -p no:cacheprovider -m cuda \
-    "$HERE/tests/benchmarks" 2>&1 | tee "$OUT/pytest-cuda.log" || true
+    "$HERE/tests/benchmarks" "$HERE/tests/memory/test_compiled_step.py" 2>&1 | tee "$OUT/pytest-cuda.log" || true
 echo "GPU set done in $(( $(date +%s) - started )) s; results in $OUT"

@@ -1,5 +1,7 @@
 """Tests marked `cuda` need a CUDA GPU: they run wherever torch sees one and are skipped elsewhere
-(`pytest -m cuda` selects them on a GPU machine)."""
+(`pytest -m cuda` selects them on a GPU machine). Tests marked `inductor` compile with torch's
+inductor backend (a minute or more on 2 CPU cores): they run when `-m` names them
+(`pytest -m inductor`, or `-m "cuda or inductor"`) and are skipped otherwise."""
 
 from __future__ import annotations
 
@@ -9,6 +11,12 @@ import pytest
 def pytest_collection_modifyitems(config, items) -> None:
     import torch
 
+    if "inductor" not in (config.getoption("markexpr") or ""):
+        skip_inductor = pytest.mark.skip(reason="compiles with inductor (a minute or more on 2 cores): "
+                                                "run with `pytest -m inductor`")
+        for item in items:
+            if "inductor" in item.keywords:
+                item.add_marker(skip_inductor)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")

@@ -125,6 +125,9 @@ def test_command_line_flags_become_settings():
     config = load_config(PipelineConfig, None, items)
     assert (config.device, config.dtype, config.quantize, config.threads) == ("cuda:0", "bfloat16", "4bit", 4)
     assert placement_overrides(parser.parse_args(["--load-in-8bit"])) == ["quantize=8bit"]
+    assert placement_overrides(parser.parse_args(["--compile-decoding"])) == ["compile_decoding=default"]
+    compiled = placement_overrides(parser.parse_args(["--compile-decoding", "reduce-overhead"]))
+    assert load_config(PipelineConfig, None, compiled).compile_decoding == "reduce-overhead"
     assert placement_overrides(parser.parse_args([])) == []
     with pytest.raises(SystemExit):
         parser.parse_args(["--load-in-4bit", "--load-in-8bit"])

@@ -10,7 +10,7 @@ context it is the base attention, untouched, so a patched model still runs as pl
 transformers.
 
 `attend` is the one dispatch point for kernels (SDPA, FlashAttention 2, eager); a decoding
-step's attention over whole cache buffers goes through `attend_bucket`.
+step's attention over whole cache buffers goes through `attend_bucket` (memory/buffer_step.py).
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ class RowSplit:
     memory: torch.Tensor
     order: torch.Tensor
     group: int | None = None  # raw rows per memory row when the rows are regular groups
-    raw_rows: tuple[int, ...] = ()  # `raw` and `memory` as the host knows them (never read back from a device)
-    memory_rows: tuple[int, ...] = ()
     raw_rows: tuple[int, ...] = ()  # `raw` and `memory` as the host knows them (never read back from a device)
     memory_rows: tuple[int, ...] = ()
 
@@ -101,7 +99,6 @@ class StepContext:
     mask: torch.Tensor | None = None
     implementation: str = "sdpa"
     dtype: torch.dtype | None = None  # the cache's dtype (the base model's), so all rows agree
-    bucket: bool = False  # a decoding step: `mask` is an additive bias [T, capacity] over whole buffers
 
     @property
     def rotated_keys(self) -> bool:
@@ -111,9 +108,7 @@ class StepContext:
                scale: float) -> torch.Tensor:
         """Write this step's `key`/`value` [B, H_kv, T, d] to the cache and attend `query` [B, H, T, d]
         over it; [B, T, H, d]."""
-        keys, values = self.cache.write(layer, key, value, whole=self.bucket)  # [B, H_kv, S or C, d]
-        if self.bucket:
-            return attend_bucket(query, keys, values, self.mask, scale)
+        keys, values = self.cache.write(layer, key, value)  # [B, H_kv, S, d]
         keys = self.cache.read_keys(keys)
         return attend(query, keys, values, self.prefix, self.mask, self.implementation, scale)
 
@@ -128,7 +123,7 @@ class PackedStep:
     memory tokens among all packed rows (None: all raw).
     """
 
-    steps: list[StepContext]
+    steps: list  # StepContext or BufferStep (memory/buffer_step.py), one per sequence
     bounds: list[int]
     rows: RowSplit | None = None
     dtype: torch.dtype | None = None

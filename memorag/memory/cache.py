@@ -85,12 +85,9 @@ class MemoryCache:
         return self.functional or (torch.is_grad_enabled() and tensor.requires_grad)
 
     # -- writing ----------------------------------------------------------------------
-    def write(
-        self, layer: int, keys: torch.Tensor, values: torch.Tensor, whole: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append `[B, H_kv, n, d]` keys/values to `layer`; return the cache as attention reads it: the
-        valid rows `[B, H_kv, length, d]`, or with `whole` (in place only) the whole buffers
-        `[B, H_kv, capacity, d]`, whose shape stays the same from step to step."""
+    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append `[B, H_kv, n, d]` keys/values to `layer`; return the valid rows `[B, H_kv, length, d]`
+        as attention reads them. (A decoding step writes the whole buffers itself: memory/buffer_step.py.)"""
         start, n = self.length, keys.shape[2]
         old_k, old_v = self.keys[layer], self.values[layer]
         if self._functional_for(keys) or self._functional_for(values):
@@ -102,8 +99,6 @@ class MemoryCache:
             new_k[:, :, start : start + n] = keys
             new_v[:, :, start : start + n] = values
         self.keys[layer], self.values[layer] = new_k, new_v
-        if whole:
-            return new_k, new_v
         return new_k[:, :, : start + n], new_v[:, :, : start + n]
 
     def ensure_capacity(self, needed: int) -> int | None:

@@ -202,6 +202,11 @@ def decode(
                              f"(it needs a cache that can be reordered or replaced); leave {key} out")
     if on_token is not None and len(prompts) > 1:
         raise ValueError("on_token streams one sequence; decode the prompts one by one, or pass a streamer")
+    if len(prompts) > 1 and model.decoding_compiled:
+        # the compiled step reads one sequence; an exact batch's replies equal one-by-one decoding anyway
+        logger.info("decoding %d prompts one after another through the compiled decoding step", len(prompts))
+        return [decode(model, [ids], memory, [ratio], max_new_tokens, do_sample, temperature, top_p, seed, None,
+                       dict(generate_kwargs))[0] for ids, ratio in zip(prompts, ratios, strict=True)]
     stops = stop_token_ids(model.tokenizer, model.base_model)
     caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
     cache = MemoryKVCache(caches, [model.ratio_function(ratio) for ratio in ratios], stops, exact=exact)

@@ -26,6 +26,7 @@ from memorag.stop_tokens import stop_token_ids
 
 from .attention import MemoryAttention, RowSplit, StepContext, apply_rope, bucket_bias, window_mask
 from .batch import PackedRows
+from .buffer_step import BufferStep, CompiledDecoding
 from .cache import MemoryCache
 from .chat import PromptLayout, context_ids, prompt_ids, special_token_id
 from .config import MemoryConfig
@@ -64,6 +65,7 @@ class MemoryModel(nn.Module):
         self.gradient_checkpointing = False
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
+        self._compiled_decoding: CompiledDecoding | None = None
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -208,7 +210,10 @@ class MemoryModel(nn.Module):
         parts = [self._piece_rows(item) for item in inputs]
         if len(parts) == 1:
             part = parts[0]
-            out = self._run_layers(part.hidden, part.positions, part.context)  # [B, T, D]
+            run = self._run_layers
+            if self._compiled_decoding is not None and isinstance(part.context, BufferStep):
+                run = self._compiled_decoding
+            out = run(part.hidden, part.positions, part.context)  # [B, T, D]
             outputs = [part.raw(out) if keep_hidden else None]
         else:
             packed = PackedRows.of(parts, self.rotary, self.base_dtype)
@@ -218,6 +223,18 @@ class MemoryModel(nn.Module):
         for item in inputs:
             self._commit(item)
         return outputs
+
+    def compile_decoding(self, enabled: bool = True, mode: str | None = None, backend: str = "inductor") -> None:
+        """Decode through the compiled step (memory/buffer_step.py): the layers' forward over a decoding
+        step's whole buffers as one graph, compiled at the first steps and replayed after. `mode` and
+        `backend` are `torch.compile`'s; `mode="reduce-overhead"` on CUDA replays CUDA graphs.
+        `enabled=False` goes back to the eager step. Results equal the eager step's up to the
+        compiler's fusion of floating-point operations."""
+        self._compiled_decoding = CompiledDecoding(self._run_layers, mode, backend) if enabled else None
+
+    @property
+    def decoding_compiled(self) -> bool:
+        return self._compiled_decoding is not None
 
     def _piece_rows(self, item: StepInput) -> PieceRows:
         """A piece's raw tokens [B, n] -> its rows with the memory tokens it brings, positions, context."""
@@ -237,14 +254,15 @@ class MemoryModel(nn.Module):
             memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], piece.num_memory, -1)
             hidden = rows.merge(hidden, memory)  # [B, T, D], sequence order
         capacity = self._decoding_capacity(item)
-        if capacity is None:
-            mask = window_mask(self.config.attention, piece.ratio, piece.rows_before, piece.num_rows, device)
-        else:
-            mask = bucket_bias(self.config.attention, piece.ratio, piece.num_entries, piece.rows_before,
+        if capacity is not None:  # a decoding step: whole buffers, shapes that repeat (memory/buffer_step.py)
+            bias = bucket_bias(self.config.attention, piece.ratio, piece.num_entries, piece.rows_before,
                                piece.num_rows, capacity, device, self.base_dtype)  # [T, C]
+            write_rows = torch.arange(cache.length, cache.length + piece.num_rows, device=device)  # [T]
+            context = BufferStep(cache.keys, cache.values, write_rows, bias, rows, self.base_dtype)
+            return PieceRows(hidden, positions, rows, context)
+        mask = window_mask(self.config.attention, piece.ratio, piece.rows_before, piece.num_rows, device)
         context = StepContext(cache, prefix=piece.num_entries, rows=rows, mask=mask,
-                              implementation=self.config.attn_implementation, dtype=self.base_dtype,
-                              bucket=capacity is not None)
+                              implementation=self.config.attn_implementation, dtype=self.base_dtype)
         cache.note_positions(positions[0])
         return PieceRows(hidden, positions, rows, context)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from .attention import RowSplit, StepContext
+from .buffer_step import BufferStep
 from .cache import MemoryCache
 from .ratios import RatioOf
 from .schedule import Piece, ScheduleState, plan
@@ -44,7 +45,7 @@ class PieceRows:
     hidden: torch.Tensor  # [B, T, D] input states, raw and memory rows in sequence order
     positions: torch.Tensor  # [1, T]
     rows: RowSplit | None  # which rows are memory tokens (None: all raw)
-    context: StepContext  # the cache, the prefix every row sees, the mask of the window's rows
+    context: StepContext | BufferStep  # the cache, the prefix every row sees, the mask of the window's rows
 
     @property
     def num_rows(self) -> int:

@@ -111,6 +111,9 @@ class MemoRAG:
                 self.config.memory_model, memory_weights=self.config.memory_weights, config=self.config.memory,
                 **self.placement.lm_kwargs(),
             )
+        if self.config.compile_decoding is not None and not self._memory_model.decoding_compiled:
+            mode = self.config.compile_decoding
+            self._memory_model.compile_decoding(mode=None if mode == "default" else mode)
         return self._memory_model
 
     @property

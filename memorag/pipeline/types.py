@@ -84,6 +84,10 @@ class PipelineConfig:
     dtype: str = "auto"  # auto: the checkpoint's own (the embedder's float32); or float32, bfloat16, float16
     quantize: str | None = None  # 4bit or 8bit (bitsandbytes, CUDA only): the memory model and a local generator
     threads: int | None = None  # CPU threads of torch and faiss; None: the process's default
+    # the memory model's decoding step compiled whole (memorag/memory/buffer_step.py) in this torch.compile mode:
+    # "default", or "reduce-overhead" (CUDA graphs, on a GPU); None: the eager step. Compiling takes from seconds
+    # (GPU) to minutes (2 CPU cores) once per process; it pays over long or many decodes.
+    compile_decoding: Literal["default", "reduce-overhead", "max-autotune"] | None = None
     # asking
     mode: str = "memorag"
     language: str = "auto"  # "en", "zh", or "auto" (from the query)

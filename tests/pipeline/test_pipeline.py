@@ -359,3 +359,28 @@ def test_plain_texts_are_documents_and_empty_ones_are_refused():
         rag.memorize("   \n ")
     with pytest.raises(InputError, match="empty"):
         rag.memorize([])
+
+
+def test_compile_decoding_writes_the_same_clues_through_the_compiled_step(monkeypatch):
+    """`compile_decoding` switches the memory model to the compiled decoding step (memory/buffer_step.py);
+    dynamo's eager backend stands in for inductor here, so the clues must equal the eager step's."""
+    import torch._dynamo
+
+    from memorag.memory import model as memory_model_module
+
+    original = memory_model_module.CompiledDecoding
+    monkeypatch.setattr(memory_model_module, "CompiledDecoding",
+                        lambda run, mode, backend: original(run, mode, backend="eager"))
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    eager = make_rag()
+    eager.memorize(corpus_documents())
+    expected = eager.ask(topic(2, 6)).raw_clues
+    compiled = make_rag(compile_decoding="default")
+    compiled.memorize(corpus_documents())
+    assert compiled.memory_model.decoding_compiled and not eager.memory_model.decoding_compiled
+    assert compiled.ask(topic(2, 6)).raw_clues == expected
+    assert counters["stats"]["unique_graphs"] >= 1  # the clues were decoded through the compiled step
+    torch._dynamo.reset()
