@@ -134,6 +134,16 @@ def run_until_line(tree: Path, script: str, options: Sequence[str], pattern: re.
     return match
 
 
+def _version(distribution: str) -> str | None:
+    """The installed version of `distribution` in this interpreter (both trees run with it), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
 def kept_output(out: Path, label: str, round_index: int) -> Path:
     """Where a run's raw output stays: beside the comparison's JSON `out`, named by tree and round."""
     return out.with_name(f"{out.stem}-{label}-round{round_index + 1}")
@@ -162,7 +172,8 @@ def compare_runs(trees: dict[str, Path], measure: Callable[[Path, Path], dict[st
     runs = alternate(rounds, one_run)
     cells = {cell: compare_seconds({label: [run[cell] for run in runs[label]] for label in (BEFORE, AFTER)})
              for cell in runs[BEFORE][0]}
-    comparison = {"command": command, "python": sys.executable, "rounds": rounds,
+    comparison = {"command": command, "python": sys.executable, "transformers": _version("transformers"),
+                  "rounds": rounds,
                   "order": [list(round_order(index)) for index in range(rounds)],
                   "trees": {label: {"path": str(tree), "revision": revision(tree)} for label, tree in trees.items()},
                   "cells": cells, "machine": machine_record(load_before),

@@ -81,7 +81,7 @@ def test_a_comparison_runs_each_checkout_in_its_own_process(tmp_path, monkeypatc
     assert cell["before_over_after"] == {"best": pytest.approx(2.0), "median": pytest.approx(2.0)}
     assert json.loads(out.read_text())["cells"] == comparison["cells"]
     assert comparison["order"] == [[BEFORE, AFTER], [AFTER, BEFORE], [BEFORE, AFTER]]
-    assert comparison["machine"]["load_average_before"] is not None
+    assert comparison["machine"]["load_average_before"] is not None and comparison["transformers"]
     kept = out.parent / "fake-vs-baseline-after-round2"
     assert json.loads(kept.with_suffix(".json").read_text())["rows"][0]["seconds"] == 3.0
     assert "fake benchmark done" in kept.with_suffix(".txt").read_text()
