@@ -25,8 +25,9 @@ attention kernel's rate, both measured in the same run), and the measured time a
 share of it.
 
 `--baseline DIR` compares with another checkout of the project (e.g. the commit before a
-change): every memorize cell runs in both trees, alternating, `--repeats` times each,
-and the table gives the best time of each and their ratio (before / after; above 1:
+change; memorag/benchmarking/baseline.py): every memorize cell runs in both trees, a fresh
+process each, alternating (the baseline first in rounds 1, 3, ..., this tree first in rounds 2, 4, ...),
+`--repeats` times each, and the table gives the best time of each and their ratio (before / after; above 1:
 this tree is faster). Alternating keeps any load on the machine fair to both. Options
 the baseline's own script may not know (`--device`, `--shape`, `--window`) are passed
 to it only when they differ from their defaults.
@@ -41,6 +42,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memorag.benchmarking.baseline import AFTER, BEFORE, alternate, compare_seconds, revision, run_script
 from memorag.benchmarking.device import BenchDevice, add_device_options, dtype_option
 from memorag.benchmarking.shapes import SHAPES, random_base, shape_config
 from memorag.roofline import Shape, bounds, memorize_flops
@@ -107,47 +109,26 @@ def _shape(args) -> Shape:
     return Shape.of(shape_config("smollm2-135m" if args.embedded else args.shape))
 
 
-def _run_in(tree: Path, cell: tuple, args) -> dict:
-    """One cell in a fresh process, importing `memorag` from `tree`."""
-    import os
-
-    command = [sys.executable, str(tree / "benchmarks" / "memorize.py"), "--cell", ",".join(map(str, cell))]
-    command += _cell_options(args)
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    completed = subprocess.run(command, capture_output=True, text=True, check=False, env=env, cwd=tree)
-    if completed.returncode != 0:
-        print(completed.stderr[-2000:], file=sys.stderr)
-        raise SystemExit(f"cell {cell} failed in {tree}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
-
-
-def _revision(tree: Path) -> str:
-    completed = subprocess.run(["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True,
-                               text=True, check=False)
-    return completed.stdout.strip() or "unknown"
-
-
 def compare(args, lengths: list[int]) -> None:
     """Memorize cells in this tree and in `args.baseline`, alternating; best of `args.repeats` each."""
     here, there = Path(__file__).resolve().parents[1], Path(args.baseline).resolve()
+    trees = {BEFORE: there, AFTER: here}
     device = BenchDevice.from_args(args)
     peaks = _peaks(args, device)
     rows = []
     for dtype in args.dtype:
         for ratio in args.ratios:
             for length in lengths:
-                cell = ("memorize", length, ratio, dtype)
-                times: dict[str, list[float]] = {"before": [], "after": []}
-                for _ in range(args.repeats):
-                    for label, tree in (("before", there), ("after", here)):
-                        times[label].append(_run_in(tree, cell, args)["seconds"])
-                best = {label: min(values) for label, values in times.items()}
+                options = ["--cell", ",".join(map(str, ("memorize", length, ratio, dtype))), *_cell_options(args)]
+                times = alternate(args.repeats, lambda label, _round, options=options: run_script(
+                    trees[label], "benchmarks/memorize.py", options)["seconds"])
+                best = compare_seconds(times)["best_s"]
                 bound = bounds(memorize_flops(length, args.window, ratio, _shape(args)), peaks[dtype])["at_kernel_rates_s"]
                 rows.append({"dtype": dtype, "ratio": ratio, "tokens": length, "runs": times, **best,
                              "before_over_after": best["before"] / best["after"], "after_bound_s": bound})
                 print(f"{dtype} r={ratio} {length} tok: before {best['before']:.2f} s, after {best['after']:.2f} s, "
                       f"ratio {best['before'] / best['after']:.3f}", flush=True)
-    print(f"\nbefore = {there} ({_revision(there)}), after = {here} ({_revision(here)})")
+    print(f"\nbefore = {there} ({revision(there)}), after = {here} ({revision(here)})")
     for dtype, peak in peaks.items():
         print(f"{dtype}: GEMM peak {peak['gemm'] / 1e9:.0f} GFLOP/s, fused attention {peak['attention'] / 1e9:.0f} GFLOP/s")
     print("| dtype | ratio | tokens | before s | after s | before / after | after's bound s | bound / after |")
@@ -160,7 +141,7 @@ def compare(args, lengths: list[int]) -> None:
     from memorag.machine import cpu_model
 
     machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": cpu_model(),
-               "before": _revision(there), "after": _revision(here), "repeats": args.repeats, **device.record()}
+               "before": revision(there), "after": revision(here), "repeats": args.repeats, **device.record()}
     out.write_text(json.dumps({"machine": machine, "peaks_flop_per_s": peaks, "rows": rows}, indent=2))
     print(f"\nwrote {out}")
 

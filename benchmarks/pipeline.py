@@ -5,6 +5,7 @@
     python benchmarks/pipeline.py --threads 1     # torch threads (default: torch's own choice)
     python benchmarks/pipeline.py --clue-decoding 3   # also: the clue stage one-by-one vs batched, 3 rounds
     python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only   # that comparison alone
+    python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only --baseline /tmp/before   # against a checkout
     python benchmarks/pipeline.py --memory-weights untrained   # other memory weights (default: the shipped ones)
     python benchmarks/pipeline.py --device cuda --dtype bf16   # on a GPU (the embedded models must be installed)
 
@@ -14,6 +15,16 @@ machine may be shared: a slow spell then hits every variant), and reports median
 "one-by-one" (the kinds in turn), "batch" (one batch, replies equal to one-by-one token
 for token: the default) and "shared" (one batch sharing its matrix products; a reply can
 differ where two tokens tie). It writes benchmarks/results/clue_decoding.json.
+
+With `--baseline DIR` (another checkout of the project, e.g. `git worktree add /tmp/before REV`)
+and `--clue-only`, the clue stage in the default decoding ("batch") is timed in that checkout
+and in this one, alternating, N rounds (memorag/benchmarking/baseline.py): each round runs this
+script with `--clue-decoding 1 --clue-only` (and the other options as given, which the
+baseline's own pipeline.py must accept) in a fresh process per tree, with this interpreter,
+reads the batch decoding's seconds from the line it prints ("round 1: batch: S s"; batch is
+timed first, right after memorizing) and stops that process there (the other two decodings
+would take minutes more). `--clue-out` is then the comparison (default
+clue_decoding-vs-baseline.json in benchmarks/results), each run's own output kept beside it.
 
 Stages: load the models; memorize (the memory model reads the text), chunk, embed and
 index; the memory model writes clues; retrieve; the generator answers; save; reload the
@@ -31,18 +42,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from memorag.benchmarking.baseline import AFTER, BEFORE, compare_runs, run_until_line, without_options
 from memorag.benchmarking.device import BenchDevice, add_device_options
 from memorag.machine import load_average, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "examples" / "kjv_ruth_esther_jonah.txt"
+RESULTS = ROOT / "benchmarks" / "results"
 QUESTION = "Which city was Jonah sent to?"
+# the line `compare_clue_decodings` prints when the first round's batch decoding is done (the same since
+# the clue-decoding comparison began, so older checkouts print it too)
+BATCH_CLUE_LINE = re.compile(r"round 1: batch: ([0-9.]+) s$")
 
 
 def reload_in_fresh_process(directory: str, threads: int | None, device: str, dtype: str) -> dict:
@@ -112,6 +129,22 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
     return result
 
 
+def compare_clue_stage_with_baseline(args, argv: list[str]) -> dict:
+    """The clue stage (batch) in `args.baseline` and in this checkout, alternating, `args.clue_decoding` rounds."""
+    options = without_options(argv, {"--baseline": 1, "--clue-decoding": 1, "--clue-only": 0, "--clue-out": 1,
+                                     "--out": 1})
+    options += ["--clue-decoding", "1", "--clue-only"]
+    out = Path(args.clue_out or RESULTS / "clue_decoding-vs-baseline.json")
+    trees = {BEFORE: Path(args.baseline), AFTER: ROOT}
+
+    def measure(tree: Path, keep: Path) -> dict[str, float]:
+        found = run_until_line(tree, "benchmarks/pipeline.py", options, BATCH_CLUE_LINE, keep=keep)
+        return {"clue stage (batch)": float(found.group(1))}
+
+    return compare_runs(trees, measure, args.clue_decoding, out, {"script": "benchmarks/pipeline.py",
+                                                                   "options": options, "read": BATCH_CLUE_LINE.pattern})
+
+
 def weights_description(rag) -> dict:
     """Which memory weights the pipeline loaded: in words, and by the hash of their parameters."""
     from memorag.embedded import describe_memory_weights
@@ -142,13 +175,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--question", default=QUESTION)
     parser.add_argument("--memory-weights", default="auto",
                         help="memory weights: auto (the shipped ones), untrained, or a folder")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pipeline.json"))
+    parser.add_argument("--out", default=str(RESULTS / "pipeline.json"))
     parser.add_argument("--clue-decoding", type=int, default=0, metavar="N",
                         help="also time the clue stage N times per decoding (one-by-one, batch, shared), interleaved")
     parser.add_argument("--clue-only", action="store_true",
                         help="with --clue-decoding: stop after it (no ask, save or reload stages)")
-    parser.add_argument("--clue-out", default=str(ROOT / "benchmarks" / "results" / "clue_decoding.json"))
+    parser.add_argument("--clue-out", help="the clue-stage JSON (default benchmarks/results/clue_decoding.json)")
+    parser.add_argument("--baseline", help="with --clue-decoding N --clue-only: time the clue stage (batch) "
+                                           "in this other checkout and in this one, alternating, N rounds")
     args = parser.parse_args(argv)
+    if args.baseline:
+        if not (args.clue_decoding and args.clue_only):
+            parser.error("--baseline needs --clue-decoding N --clue-only")
+        compare_clue_stage_with_baseline(args, sys.argv[1:] if argv is None else argv)
+        return 0
+    args.clue_out = args.clue_out or str(RESULTS / "clue_decoding.json")
 
     import torch
 

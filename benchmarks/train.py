@@ -6,6 +6,8 @@
     python benchmarks/train.py --quick --profile     # also the top operators of one step (torch.profiler)
     python benchmarks/train.py --device cuda --dtype bf16 --shape qwen2-7b --windows 1024 --batches 1 \
         --tokens 16384 --stages pretrain --memory-rank 0 --steps 2 --json $OUT/train-7b.json
+    git worktree add /tmp/before REV && python benchmarks/train.py --quick --baseline /tmp/before --rounds 3 \
+        --json /tmp/train-vs-before.json
 
 One training step = forward with the loss (the trainer's `objective_forward`, LM loss),
 backward, gradient clipping and an AdamW step, with gradient checkpointing per window, memory
@@ -36,6 +38,13 @@ torch.cuda.max_memory_allocated; CPU: peak RSS).
 
 Prints a markdown table and writes JSON (`--json`, default benchmarks/results/train.json;
 `--quick` writes train-quick.json).
+
+`--baseline DIR` compares with another checkout of the project (memorag/benchmarking/baseline.py):
+this script, with the other options as given, runs in both trees, each run a fresh process with
+this interpreter, alternating for `--rounds` rounds; the options must be ones the baseline's own
+train.py accepts (`--quick` is the same grid in every version). `--json` is then the comparison
+(seconds per step of each cell in every run, medians, best, before / after), each run's own
+output kept beside it.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ import sys
 import time
 from pathlib import Path
 
+from memorag.benchmarking.baseline import AFTER, BEFORE, compare_runs, run_script, without_options
 from memorag.benchmarking.device import BenchDevice, add_device_options, short_dtype
 from memorag.benchmarking.shapes import SHAPES, random_base
 from memorag.machine import cpu_model
@@ -247,6 +257,24 @@ def _line(row: dict) -> str:
             f"{row['share_of_bound']:.0%} | {row['mfu']:.1%} | {row['peak_memory_mb']:.0f} |")
 
 
+def cell_seconds(result: dict) -> dict[str, float]:
+    """Seconds per step of each cell of one run's JSON (this version's or an older one's)."""
+    return {f"{row['stage']} {row['precision']} w{row['window']} b{row['batch']} {row['tokens']} tok": row["seconds"]
+            for row in result["rows"]}
+
+
+def compare_with_baseline(args, argv: list[str]) -> dict:
+    """This script in `args.baseline` and in this checkout, alternating, `args.rounds` rounds."""
+    options = without_options(argv, {"--baseline": 1, "--rounds": 1, "--json": 1})
+    out = Path(args.json or RESULTS / "train-vs-baseline.json")
+    trees = {BEFORE: Path(args.baseline), AFTER: Path(__file__).resolve().parents[1]}
+
+    def measure(tree: Path, keep: Path) -> dict[str, float]:
+        return cell_seconds(run_script(tree, "benchmarks/train.py", options, json_option="--json", keep=keep))
+
+    return compare_runs(trees, measure, args.rounds, out, {"script": "benchmarks/train.py", "options": options})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_device_options(parser, ["bf16", "fp32"], several_dtypes=True)
@@ -263,7 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (after one warm-up step)")
     parser.add_argument("--profile", action="store_true", help="print the top operators of one step per cell")
     parser.add_argument("--json", help="where to write the rows (default benchmarks/results/train[-quick].json)")
+    parser.add_argument("--baseline", help="another checkout of the project to compare with, alternating")
+    parser.add_argument("--rounds", type=int, default=3, help="with --baseline: runs in each tree")
     args = parser.parse_args(argv)
+    if args.baseline:
+        compare_with_baseline(args, sys.argv[1:] if argv is None else argv)
+        return 0
     if args.quick:
         args.dtype, args.windows, args.batches, args.tokens, args.steps = ["bfloat16"], [256], [1], 512, 1
     print(HEADER, flush=True)
