@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from memorag.stop_tokens import stop_token_ids
 
-from .attention import MemoryAttention, RowSplit, StepContext, apply_rope, bucket_bias, window_mask
+from .attention import MemoryAttention, StepContext, apply_rope, bucket_bias
 from .batch import PackedRows
 from .cache import MemoryCache
 from .chat import PromptLayout, context_ids, prompt_ids, special_token_id
@@ -34,9 +34,10 @@ from .identity import WeightsHash, check_identity, identity_of
 from .loading import load_memory_model
 from .ratios import ContextTooLongError, RatioOf, choose_ratio, ratio_function, too_long
 from .row_chunks import SCORE_CHUNK_ROWS, chunked_row_sums
-from .schedule import ScheduleState, memory_rows_of_window, positions_needed
+from .schedule import ScheduleState, positions_needed
 from .state import Memory
 from .step import PieceRows, StepInput, plan_steps
+from .window_tables import compaction_rows, piece_mask, row_split
 from .windows import MemoryModelOutput, language_model_loss
 
 __all__ = ["ContextTooLongError", "MemoryModel", "MemoryModelOutput"]
@@ -233,12 +234,12 @@ class MemoryModel(nn.Module):
         hidden = self.embed_tokens(item.input_ids)  # [B, n, D]
         rows = None
         if piece.num_memory:
-            rows = RowSplit.of(*piece.row_kinds(), device=device)
+            rows = row_split(piece, device)  # built once per kind of piece (memory/window_tables.py)
             memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], piece.num_memory, -1)
             hidden = rows.merge(hidden, memory)  # [B, T, D], sequence order
         capacity = self._decoding_capacity(item)
         if capacity is None:
-            mask = window_mask(self.config.attention, piece.ratio, piece.rows_before, piece.num_rows, device)
+            mask = piece_mask(self.config.attention, piece, device)
         else:
             mask = bucket_bias(self.config.attention, piece.ratio, piece.num_entries, piece.rows_before,
                                piece.num_rows, capacity, device, self.base_dtype)  # [T, C]
@@ -276,7 +277,7 @@ class MemoryModel(nn.Module):
             cache.advance(ScheduleState(num_tokens=after.num_tokens, num_entries=piece.num_entries,
                                         window_index=after.window_index - 1, raw_in_window=window,
                                         ratio=piece.ratio))
-            cache.compact(after, memory_rows_of_window(window, piece.ratio))
+            cache.compact(after, *compaction_rows(window, piece.ratio, cache.keys[0].device))
         else:
             cache.advance(after)
 
