@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
@@ -196,10 +197,24 @@ def _window_visibility(scheme: str, ratio: int, keys: torch.Tensor, rows_before:
 
 
 def _full_mask(num_queries: int, prefix: int, tail: int, mask: torch.Tensor | None, device) -> torch.Tensor:
-    tail_mask = mask if mask is not None else causal_end_mask(num_queries, tail, device)
+    """[Tq, prefix + tail] bool: every prefix key, then `mask` (None: causal aligned to the last key)."""
+    if mask is None:
+        return _causal_full_mask(num_queries, prefix, tail, torch.device(device))
     if prefix == 0:
-        return tail_mask
-    return torch.cat([torch.ones(num_queries, prefix, dtype=torch.bool, device=device), tail_mask], dim=1)
+        return mask
+    return torch.cat([torch.ones(num_queries, prefix, dtype=torch.bool, device=device), mask], dim=1)
+
+
+@lru_cache(maxsize=2)
+def _causal_full_mask(num_queries: int, prefix: int, tail: int, device: torch.device) -> torch.Tensor:
+    """`_full_mask` without a window mask, built by a step's first layer and reused by the others (and
+    by the next step of the same shape); shared, so never written into; built outside inference mode
+    so a step that autograd records may use it too."""
+    with torch.inference_mode(False), torch.no_grad():
+        tail_mask = causal_end_mask(num_queries, tail, device)  # [Tq, tail]
+        if prefix == 0:
+            return tail_mask
+        return torch.cat([torch.ones(num_queries, prefix, dtype=torch.bool, device=device), tail_mask], dim=1)
 
 
 def _cpu_flash(query, key, value, causal: bool, mask: torch.Tensor | None, scale: float):

@@ -138,31 +138,32 @@ class MemoryCache:
         """Commit a written piece."""
         self.state = state
 
-    def compact(self, new_state: ScheduleState, memory_rows: list[int]) -> None:
+    def compact(self, new_state: ScheduleState, memory_rows: torch.Tensor, shift: torch.Tensor) -> None:
         """Turn the complete window's memory rows into memory entries and drop its raw rows.
 
-        `memory_rows[j]` is memory token j's row in the window (its position minus the
-        entry count before the window); it becomes entry `entries + j`.
+        `memory_rows[j]` [m] is memory token j's row in the window (its position minus the entry
+        count before the window); it becomes entry `entries + j`, its key rotated by `shift[j]`
+        [m] (`j - memory_rows[j]`). Both are the schedule's own tables (memory/window_tables.py),
+        so a window's compaction builds no index on the host; the moved keys of every layer are
+        rotated in one call (the same elementwise products as layer by layer).
         """
-        entries, count = self.state.num_entries, len(memory_rows)
-        device = self.keys[0].device
-        rows = torch.tensor(memory_rows, device=device)
-        source = rows + entries  # [m]
-        shift = torch.arange(count, device=device) - rows  # [m], <= 0
+        entries, count = self.state.num_entries, memory_rows.shape[0]
+        source = memory_rows + entries  # [m]
+        moved_k = [k.index_select(2, source) for k in self.keys]  # per layer [B, H_kv, m, d]
+        moved_v = [v.index_select(2, source) for v in self.values]
+        if self.rotated_keys:
+            batch = moved_k[0].shape[0]
+            moved_k = list(self.rotate(torch.cat(moved_k), shift).split(batch))  # [L * B, H_kv, m, d] rotated
         for layer in range(self.num_layers):
             k, v = self.keys[layer], self.values[layer]
-            moved_k = k.index_select(2, source)  # [B, H_kv, m, d]
-            moved_v = v.index_select(2, source)
-            if self.rotated_keys:
-                moved_k = self.rotate(moved_k, shift)
-            if self._functional_for(moved_k) or self._functional_for(moved_v):
-                self.keys[layer] = torch.cat([k[:, :, :entries], moved_k], dim=2)
-                self.values[layer] = torch.cat([v[:, :, :entries], moved_v], dim=2)
+            if self._functional_for(moved_k[layer]) or self._functional_for(moved_v[layer]):
+                self.keys[layer] = torch.cat([k[:, :, :entries], moved_k[layer]], dim=2)
+                self.values[layer] = torch.cat([v[:, :, :entries], moved_v[layer]], dim=2)
             else:
-                k[:, :, entries : entries + count] = moved_k
-                v[:, :, entries : entries + count] = moved_v
+                k[:, :, entries : entries + count] = moved_k[layer]
+                v[:, :, entries : entries + count] = moved_v[layer]
         if not self.rotated_keys:
-            self.positions = torch.arange(entries + count, device=device)
+            self.positions = torch.arange(entries + count, device=source.device)
         self.state = new_state
 
     # -- export -------------------------------------------------------------------------

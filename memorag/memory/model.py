@@ -12,8 +12,6 @@ formats is memory/loading.py's.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -24,20 +22,22 @@ from tqdm.auto import tqdm
 
 from memorag.stop_tokens import stop_token_ids
 
-from .attention import MemoryAttention, RowSplit, StepContext, apply_rope, bucket_bias, window_mask
+from .attention import MemoryAttention, StepContext, apply_rope, bucket_bias
 from .batch import PackedRows
 from .buffer_step import BufferStep, CompiledDecoding
 from .cache import MemoryCache
-from .chat import PromptLayout, context_ids, prompt_ids, special_token_id
+from .chat import PromptLayout, prompt_ids, special_token_id
 from .config import MemoryConfig
 from .families import family_of, get_submodule
 from .identity import WeightsHash, check_identity, identity_of
 from .loading import load_memory_model
-from .ratios import ContextTooLongError, RatioOf, choose_ratio, ratio_function, too_long
+from .memorizing import Reading
+from .ratios import ContextTooLongError, RatioOf, choose_ratio, ratio_function
 from .row_chunks import SCORE_CHUNK_ROWS, chunked_row_sums
-from .schedule import ScheduleState, memory_rows_of_window, positions_needed
+from .schedule import ScheduleState
 from .state import Memory
 from .step import PieceRows, StepInput, plan_steps
+from .window_tables import compaction_rows, piece_mask, row_split
 from .windows import MemoryModelOutput, language_model_loss
 
 __all__ = ["ContextTooLongError", "MemoryModel", "MemoryModelOutput"]
@@ -250,7 +250,7 @@ class MemoryModel(nn.Module):
         hidden = self.embed_tokens(item.input_ids)  # [B, n, D]
         rows = None
         if piece.num_memory:
-            rows = RowSplit.of(*piece.row_kinds(), device=device)
+            rows = row_split(piece, device)  # built once per kind of piece (memory/window_tables.py)
             memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], piece.num_memory, -1)
             hidden = rows.merge(hidden, memory)  # [B, T, D], sequence order
         capacity = self._decoding_capacity(item)
@@ -260,7 +260,7 @@ class MemoryModel(nn.Module):
             write_rows = torch.arange(cache.length, cache.length + piece.num_rows, device=device)  # [T]
             context = BufferStep(cache.keys, cache.values, write_rows, bias, rows, self.base_dtype)
             return PieceRows(hidden, positions, rows, context)
-        mask = window_mask(self.config.attention, piece.ratio, piece.rows_before, piece.num_rows, device)
+        mask = piece_mask(self.config.attention, piece, device)
         context = StepContext(cache, prefix=piece.num_entries, rows=rows, mask=mask,
                               implementation=self.config.attn_implementation, dtype=self.base_dtype)
         cache.note_positions(positions[0])
@@ -294,7 +294,7 @@ class MemoryModel(nn.Module):
             cache.advance(ScheduleState(num_tokens=after.num_tokens, num_entries=piece.num_entries,
                                         window_index=after.window_index - 1, raw_in_window=window,
                                         ratio=piece.ratio))
-            cache.compact(after, memory_rows_of_window(window, piece.ratio))
+            cache.compact(after, *compaction_rows(window, piece.ratio, cache.keys[0].device))
         else:
             cache.advance(after)
 
@@ -348,40 +348,34 @@ class MemoryModel(nn.Module):
         Text is laid out as the start of a user turn (the chat template's prefix, then
         the text); token ids are read as they are. With `memory`, the new content
         continues that memory (which is not changed): reading a text in several calls
-        gives the same memory as one call.
+        gives the same memory as one call. The ids go to the device once; the window loop
+        reads no tensor value back (docs/memory-model.md, "Memorizing").
         """
-        ids, chat = context_ids(self.tokenizer, self.layout, text_or_token_ids, memory)
-        if not ids:
-            raise ValueError("the context is empty; give at least one token")
-        total = len(ids) + (memory.num_tokens if memory is not None else 0)
-        if memory is None:
-            ratio = self.choose_ratio(total)
-        else:
-            ratio = memory.ratio
-            self.check_memory(memory)
-        reserve = positions_needed(total, self.config.window, ratio or min(self.config.ratios))
-        if memory is not None and reserve > self.max_positions:
-            raise too_long(self.config, total, ratio or min(self.config.ratios), self.max_positions, self.name)
-        cache = self.new_cache(memory, reserve=reserve)
-        ratio_of = self.ratio_function(ratio)
-        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)  # [1, N]
-        window = self.config.window
-        show = len(ids) > 4 * window if show_progress is None else show_progress
-        with tqdm(total=len(ids), desc="memorize", unit="tok", disable=not show) as bar:
-            for start in range(0, len(ids), window):
-                chunk = input_ids[:, start : start + window]
-                self.feed(chunk, cache, ratio_of, keep_hidden=False)
-                bar.update(chunk.shape[1])
-        keys, values = cache.export()
-        return Memory(
-            keys=keys,
-            values=values,
-            state=cache.state,
-            identity=self.identity(),
-            ratio=ratio,
-            chat=chat,
-            content_sha256=_chain_hash(memory.content_sha256 if memory is not None else "", ids),
-        )
+        reading = Reading.start(self, text_or_token_ids, memory)
+        window, total = self.config.window, len(reading.ids)
+        show = total > 4 * window if show_progress is None else show_progress
+        with tqdm(total=total, desc="memorize", unit="tok", disable=not show) as bar:
+            for item in plan_steps(reading.input_ids, reading.cache, window, reading.ratio_of):  # one per window
+                self.step([item], keep_hidden=False)
+                bar.update(item.piece.num_raw)
+        return reading.memory(self)
+
+    @torch.no_grad()
+    def memorize_batch(self, texts_or_token_ids: Sequence, memory: Memory | None = None, exact: bool = True
+                       ) -> list[Memory]:
+        """`memorize` for several separate contexts at once (each from nothing, or each continuing
+        `memory`): their window pieces are packed along one row axis, one pass over the layers per
+        round of pieces, each context attending over its own cache (memory/batch.py). With `exact`
+        (the default) each context's linear layers also round as alone, so every memory equals the one
+        `memorize` makes of that context alone."""
+        if isinstance(texts_or_token_ids, str) or not texts_or_token_ids:
+            raise ValueError("give a list of contexts (texts or token ids), at least one")
+        from .batch import feed_batch
+
+        readings = [Reading.start(self, context, memory) for context in texts_or_token_ids]
+        feed_batch(self, [reading.input_ids for reading in readings], [reading.cache for reading in readings],
+                   [reading.ratio_of for reading in readings], exact=exact)
+        return [reading.memory(self) for reading in readings]
 
     @torch.no_grad()
     def generate_ids(
@@ -495,7 +489,3 @@ class MemoryModel(nn.Module):
         kl = F.kl_div(F.log_softmax(logits, dim=-1), teacher, log_target=True, reduction="sum")
         return F.cross_entropy(logits, targets, reduction="sum"), kl
 
-
-def _chain_hash(previous: str, ids: list[int]) -> str:
-    """Content hash of everything read: chained over calls (`previous` is "" at the start)."""
-    return hashlib.sha256((previous + json.dumps(ids)).encode()).hexdigest()

@@ -3,33 +3,14 @@ tensors until the logging interval reads them (memorag/training/trainer.py `_tra
 
 from __future__ import annotations
 
-import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
 
 from memorag.training.trainer import Trainer
+from tests.host_reads import PROJECT, count_reads
 from tests.training.helpers import debug_config, reset_accelerate
-
-# the Tensor methods that hand a value to Python: on a GPU each waits for the device
-READS = ("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__")
-PROJECT = str(Path(__file__).resolve().parents[2] / "memorag")
-
-
-def count_reads(monkeypatch) -> Counter:
-    """Patch the reads; the returned counter is keyed by (read, file of the code that asked for it)."""
-    seen: Counter = Counter()
-    for name in READS:
-        original = getattr(torch.Tensor, name)
-
-        def read(tensor, *args, _name=name, _original=original, **kwargs):
-            seen[(_name, sys._getframe(1).f_code.co_filename)] += 1
-            return _original(tensor, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, name, read)
-    return seen
 
 
 @pytest.mark.parametrize("kind", ["lm", "mix"])
