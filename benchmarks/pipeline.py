@@ -5,6 +5,7 @@
     python benchmarks/pipeline.py --threads 1     # torch threads (default: torch's own choice)
     python benchmarks/pipeline.py --clue-decoding 3   # also: the clue stage one-by-one vs batched, 3 rounds
     python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only   # that comparison alone
+    python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only --compile-decoding default  # + compiled step
     python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only --baseline /tmp/before   # against a checkout
     python benchmarks/pipeline.py --memory-weights untrained   # other memory weights (default: the shipped ones)
     python benchmarks/pipeline.py --device cuda --dtype bf16   # on a GPU (the embedded models must be installed)
@@ -77,9 +78,12 @@ def reload_in_fresh_process(directory: str, threads: int | None, device: str, dt
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bool) -> dict:
+def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bool,
+                           compile_mode: str | None = None) -> dict:
     """The clue stage in each decoding, `rounds` times, interleaved; medians, the replies, whether
-    each decoding's replies equal one-by-one's; a table on stdout and JSON in `out`."""
+    each decoding's replies equal one-by-one's; a table on stdout and JSON in `out`. With
+    `compile_mode`, afterwards: the memory model switched to the compiled decoding step, one clue
+    stage that compiles it (timed apart), then `rounds` more through it ("compiled")."""
     import statistics
 
     from memorag.modes.memorag import CLUE_DECODINGS
@@ -98,13 +102,28 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
             seconds[decoding].append(time.perf_counter() - started)
             replies.setdefault(decoding, raw)
             print(f"round {round_index + 1}: {decoding}: {seconds[decoding][-1]:.2f} s", flush=True)
+    compile_s = None
+    if compile_mode is not None:
+        rag.memory_model.compile_decoding(mode=None if compile_mode == "default" else compile_mode)
+        started = time.perf_counter()
+        handler.write_clues(context, question, "memorag", language)
+        compile_s = time.perf_counter() - started
+        print(f"compiling the decoding step ({compile_mode}) within a first clue stage: {compile_s:.1f} s", flush=True)
+        seconds["compiled"] = []
+        for round_index in range(rounds):
+            started = time.perf_counter()
+            _, raw = handler.write_clues(context, question, "memorag", language)
+            seconds["compiled"].append(time.perf_counter() - started)
+            replies.setdefault("compiled", raw)
+            print(f"round {round_index + 1}: compiled: {seconds['compiled'][-1]:.2f} s", flush=True)
+        rag.memory_model.compile_decoding(False)
     medians = {decoding: statistics.median(values) for decoding, values in seconds.items()}
-    same = {decoding: replies[decoding] == replies["one-by-one"] for decoding in CLUE_DECODINGS}
+    same = {decoding: replies[decoding] == replies["one-by-one"] for decoding in seconds}
     print(f"\nclue stage ({len(replies['one-by-one'])} kinds, {rag.config.clue_max_new_tokens} new tokens at most), "
           f"median of {rounds} interleaved rounds\n")
     print("| decoding | median s | runs (s) | replies equal one-by-one |\n|---|---|---|---|")
-    for decoding in CLUE_DECODINGS:
-        runs = ", ".join(f"{value:.1f}" for value in seconds[decoding])
+    for decoding in seconds:
+        runs = ", ".join(f"{value:.2f}" for value in seconds[decoding])
         print(f"| {decoding} | {medians[decoding]:.2f} | {runs} | {same[decoding]} |")
     result = {
         "benchmark": "clue_decoding",
@@ -118,6 +137,7 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
         "seconds": {decoding: [round(value, 3) for value in values] for decoding, values in seconds.items()},
         "median_s": {decoding: round(value, 3) for decoding, value in medians.items()},
         "replies_equal_one_by_one": same,
+        "compile_mode": compile_mode, "compile_s": None if compile_s is None else round(compile_s, 3),
         "replies": replies,
         "memory_weights": weights_description(rag),
         "machine": machine_record(load_before),
@@ -132,6 +152,7 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
 def compare_clue_stage_with_baseline(args, argv: list[str]) -> dict:
     """The clue stage (batch) in `args.baseline` and in this checkout, alternating, `args.clue_decoding` rounds."""
     options = without_options(argv, {"--baseline": 1, "--clue-decoding": 1, "--clue-only": 0, "--clue-out": 1,
+                                     "--compile-decoding": 1,
                                      "--out": 1})
     options += ["--clue-decoding", "1", "--clue-only"]
     out = Path(args.clue_out or RESULTS / "clue_decoding-vs-baseline.json")
@@ -181,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clue-only", action="store_true",
                         help="with --clue-decoding: stop after it (no ask, save or reload stages)")
     parser.add_argument("--clue-out", help="the clue-stage JSON (default benchmarks/results/clue_decoding.json)")
+    parser.add_argument("--compile-decoding", choices=["default", "reduce-overhead", "max-autotune"],
+                        help="with --clue-decoding N: then also N clue stages through the compiled decoding step "
+                             "(MemoryModel.compile_decoding in this torch.compile mode), its compiling timed apart")
     parser.add_argument("--baseline", help="with --clue-decoding N --clue-only: time the clue stage (batch) "
                                            "in this other checkout and in this one, alternating, N rounds")
     args = parser.parse_args(argv)
@@ -223,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.clue_only:
         if not args.clue_decoding:
             parser.error("--clue-only needs --clue-decoding N")
-        compare_clue_decodings(rag, args.question, args.clue_decoding, Path(args.clue_out), args.quick)
+        compare_clue_decodings(rag, args.question, args.clue_decoding, Path(args.clue_out), args.quick,
+                               args.compile_decoding)
         return 0
 
     answer = rag.ask(args.question)
@@ -232,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     stages["generate"] = answer.timings["generate"]
 
     if args.clue_decoding:
-        compare_clue_decodings(rag, args.question, args.clue_decoding, Path(args.clue_out), args.quick)
+        compare_clue_decodings(rag, args.question, args.clue_decoding, Path(args.clue_out), args.quick,
+                               args.compile_decoding)
 
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
