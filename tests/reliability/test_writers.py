@@ -127,7 +127,7 @@ def test_kill_9_during_memorize_leaves_the_old_save_as_it_was(cli, tiny_args, tm
     out = tmp_path / "save"
     assert cli("memorize", first, "--out", out, *tiny_args).returncode == 0
     files = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
-    dying = python(DYING, "model", "feed", "memorize", second, "--out", out, *tiny_args)
+    dying = python(DYING, "model", "step", "memorize", second, "--out", out, *tiny_args)
     dying.communicate(timeout=600)
     assert dying.returncode == -signal.SIGKILL
     assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == files
