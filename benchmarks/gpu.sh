@@ -12,6 +12,8 @@
 # tokens, a training step on 16K tokens); PYTHON picks the interpreter (default python3); the package
 # is imported from the checkout (PYTHONPATH), so no install is needed where torch and transformers are.
 # DRY_RUN=1 prints the benchmark commands instead of running them (tests/benchmarks/test_gpu_set.py).
+# ONLY="decode-7b memorize-7b" runs only the steps named (the names of the logs below) in both trees.
+# A tree that is no git checkout (an exported copy) names its revision in a file REVISION at its root.
 set -euo pipefail
 
 OUT=${1:?usage: benchmarks/gpu.sh OUT [BEFORE]}
@@ -24,17 +26,20 @@ COMMON=(--device cuda --dtype bf16)
 run_set() {  # run_set TREE DEST: the GPU set with TREE's scripts, JSON and logs into DEST
     local tree=$1 dest=$2
     mkdir -p "$dest"
-    (cd "$tree" && git rev-parse HEAD 2>/dev/null || echo unknown) > "$dest/revision.txt"
+    if [ -f "$tree/REVISION" ]; then cat "$tree/REVISION"; else git -C "$tree" rev-parse HEAD 2>/dev/null || echo unknown; fi \
+        > "$dest/revision.txt"
     step() {  # step NAME SCRIPT ARGS...: one benchmark, its output in NAME.log and NAME.json
         local name=$1 script=$2
         shift 2
+        if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
         if [ -n "${DRY_RUN:-}" ]; then
             echo "$script ${COMMON[*]} $*"
             return
         fi
         echo "== $name ($tree)"
+        # a failing step is recorded and the set goes on (one crash must not cost a lease the rest)
         PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$tree/benchmarks/$script" "${COMMON[@]}" "$@" \
-            2>&1 | tee "$dest/$name.log"
+            2>&1 | tee "$dest/$name.log" || echo "== $name FAILED (rc ${PIPESTATUS[0]}): see $dest/$name.log"
     }
     [ -n "${DRY_RUN:-}" ] || nvidia-smi > "$dest/nvidia-smi.txt" 2>&1 || true
     local compiled=()  # a tree with the compiled decoding step also decodes through it, as CUDA graphs
@@ -64,6 +69,6 @@ if [ -n "$BEFORE" ]; then
     run_set "$(cd "$BEFORE" && pwd)" "$OUT/before"
 fi
 [ -n "${DRY_RUN:-}" ] && exit 0
-PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m pytest -q -p no:cacheprovider -m cuda \
+[ -d "$HERE/tests" ] && PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m pytest -q -p no:cacheprovider -m cuda \
     "$HERE/tests/benchmarks" "$HERE/tests/memory/test_compiled_step.py" 2>&1 | tee "$OUT/pytest-cuda.log" || true
 echo "GPU set done in $(( $(date +%s) - started )) s; results in $OUT"

@@ -39,6 +39,8 @@ class BufferStep:
     bias: torch.Tensor  # [T, C] 0 where a row may attend, -inf elsewhere
     rows: RowSplit | None  # which of the T rows is the memory token (None: one raw row)
     dtype: torch.dtype  # the cache's dtype (the base model's), so all rows agree
+    grouped: bool = False  # grouped-query attention (fewer key/value heads than query heads): a constant,
+    # since a head count compared inside a graph compiled with dynamic shapes is a SymBool SDPA refuses
 
     rotated_keys = True  # buffers hold keys rotated to their positions
 
@@ -49,7 +51,7 @@ class BufferStep:
         keys, values = self.keys[layer], self.values[layer]
         keys.index_copy_(2, self.write_rows, key)
         values.index_copy_(2, self.write_rows, value)
-        return attend_bucket(query, keys, values, self.bias, scale)
+        return attend_bucket(query, keys, values, self.bias, scale, self.grouped)
 
 
 # (hidden [B, T, D], positions [1, T], context) -> hidden [B, T, D]: the layers' forward
@@ -77,4 +79,9 @@ class CompiledDecoding:
             if self.uses_cuda_graphs:  # written in place inside a CUDA graph: the address must not change
                 torch._dynamo.mark_static_address(buffer)
         torch._dynamo.mark_dynamic(context.bias, 1)
-        return self._compiled(hidden, positions, context)
+        if not self.uses_cuda_graphs:
+            return self._compiled(hidden, positions, context)
+        # a CUDA graph's output lives in memory its next replay overwrites: the caller may keep it
+        # (feed's keep_hidden), so it leaves as a copy ([B, T, D], a few KB)
+        torch.compiler.cudagraph_mark_step_begin()
+        return self._compiled(hidden, positions, context).clone()

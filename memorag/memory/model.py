@@ -258,7 +258,9 @@ class MemoryModel(nn.Module):
             bias = bucket_bias(self.config.attention, piece.ratio, piece.num_entries, piece.rows_before,
                                piece.num_rows, capacity, device, self.base_dtype)  # [T, C]
             write_rows = torch.arange(cache.length, cache.length + piece.num_rows, device=device)  # [T]
-            context = BufferStep(cache.keys, cache.values, write_rows, bias, rows, self.base_dtype)
+            base = self.base_model.config
+            grouped = base.num_attention_heads != getattr(base, "num_key_value_heads", base.num_attention_heads)
+            context = BufferStep(cache.keys, cache.values, write_rows, bias, rows, self.base_dtype, grouped)
             return PieceRows(hidden, positions, rows, context)
         mask = piece_mask(self.config.attention, piece, device)
         context = StepContext(cache, prefix=piece.num_entries, rows=rows, mask=mask,

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from memorag.memory.attention import bucket_bias, window_mask
+from memorag.memory.attention import attend_bucket, bucket_bias, window_mask
 from memorag.memory.cache import CAPACITY_BUCKET
 
 from .conftest import random_ids, tiny_base, tiny_memory_model
@@ -129,3 +129,15 @@ def test_decoding_steps_read_no_tensor_value_on_the_host():
             with _NoHostReads():
                 model.feed(tokens[0], caches[0], ratio_of)
                 feed_batch(model, tokens, caches, [ratio_of, ratio_of])
+
+
+def test_the_sdpa_dispatch_traces_with_dynamic_shapes():
+    """The non-CPU branch of a decoding step's attention (meta tensors stand for a GPU's) traced with
+    every dimension dynamic, as torch.compile does after a batch or capacity change: `grouped` is a
+    constant, so SDPA never receives a SymBool (the failure CUDA showed)."""
+    compiled = torch.compile(attend_bucket, fullgraph=True, dynamic=True, backend="eager")
+    for capacity in (128, 256):
+        query = torch.empty(2, 6, 1, 16, device="meta")
+        key = torch.empty(2, 2, capacity, 16, device="meta")
+        bias = torch.empty(1, capacity, device="meta")
+        assert compiled(query, key, key, bias, 0.25, True).shape == (2, 1, 6, 16)
