@@ -7,9 +7,12 @@
 # OUT: the folder to write into (e.g. the device tool's $OUT). BEFORE (optional): a path to another
 # checkout of this project (at or after the commit that added this script, e.g. today's main for a
 # before/after table); the same commands then run in it too, alternating set by set, into OUT/before/.
-# Nothing is fetched: BEFORE must already be on the machine. Sized to finish in under 8 minutes on one
-# H100 (the shapes: window 1024, ratio 4, decoding over a 32K-token memory, memorize 16K-128K
-# tokens, a training step on 16K tokens); PYTHON picks the interpreter (default python3); the package
+# Nothing is fetched: BEFORE must already be on the machine. The shapes: window 1024, ratio 4, decoding
+# over a 32K-token memory, memorize 16K-128K tokens, a training step on 16K tokens. On one H100 the
+# decode and memorize steps took about 500 s (each compiled decoding step compiles for about 90 s) and
+# the training steps and CUDA tests about 3 minutes more: where one command may run 10 minutes, run
+# ONLY="decode-135m decode-7b memorize-135m memorize-7b" first and ONLY="train-135m train-7b pipeline"
+# second. PYTHON picks the interpreter (default python3); the package
 # is imported from the checkout (PYTHONPATH), so no install is needed where torch and transformers are.
 # DRY_RUN=1 prints the benchmark commands instead of running them (tests/benchmarks/test_gpu_set.py).
 # ONLY="decode-7b memorize-7b" runs only the steps named (the names of the logs below) in both trees.

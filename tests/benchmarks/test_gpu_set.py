@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 MAINS = {"decode.py": decode.main, "memorize.py": memorize.main, "train.py": train.main, "pipeline.py": pipeline.main}
 
 
-def dry_run(out: Path, *before: str) -> list[list[str]]:
+def dry_run(out: Path, *before: str, only: str = "") -> list[list[str]]:
+    env = {**os.environ, "DRY_RUN": "1", "ONLY": only}
     completed = subprocess.run([str(ROOT / "benchmarks" / "gpu.sh"), str(out), *before], capture_output=True,
-                               text=True, check=True, env={**os.environ, "DRY_RUN": "1"})
+                               text=True, check=True, env=env)
     return [line.split() for line in completed.stdout.splitlines()]
 
 
@@ -45,3 +46,9 @@ def test_a_before_checkout_runs_the_same_set_into_out_before(tmp_path):
     commands = dry_run(tmp_path / "out", str(ROOT))
     assert len(commands) == 14
     assert [c[-1] for c in commands[7:]] == [c[-1].replace("/out/", "/out/before/") for c in commands[:7]]
+
+
+def test_only_runs_the_steps_named_in_both_trees(tmp_path):
+    commands = dry_run(tmp_path / "out", str(ROOT), only="decode-7b train-135m")
+    outputs = [Path(command[-1]).name for command in commands]
+    assert outputs == ["decode-7b.json", "train-135m.json"] * 2
