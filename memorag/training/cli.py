@@ -80,7 +80,7 @@ def _evaluate(cfg: TrainConfig, out: str | None) -> int:
     autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     ev = cfg.eval
     report = evaluate_heldout(model, sequences, ev.ratios, ev.score_windows, ev.baselines, autocast=autocast,
-                              other_text=ev.other_text_control)
+                              other_text=ev.other_text_control, show_progress=True)
     print(report.table())
     if out:
         report.save(out)

@@ -349,12 +349,14 @@ def evaluate_heldout(
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     weights: Sequence[int] | None = None,
     other_text: bool = False,
+    show_progress: bool = False,
 ) -> EvalReport:
     """Score the held-out `sequences` under every condition (see the module docstring).
 
     `weights[i]` = 0 runs sequence i without counting it (keeps distributed ranks in step).
     `other_text` adds the control conditions (needs two sequences or more): sequence i
-    borrows the memory of sequence (i + S // 2) mod S, the farthest in the list.
+    borrows the memory of sequence (i + S // 2) mod S, the farthest in the list. `show_progress`:
+    a progress bar over the sequences (on stderr), for a standalone evaluation.
     """
     if not sequences:
         raise ValueError("no held-out sequences to evaluate")
@@ -386,7 +388,10 @@ def evaluate_heldout(
     model.eval()
     try:
         with memory_in_base_dtype(model):
-            for index, sequence in enumerate(sequences):
+            from tqdm.auto import tqdm
+
+            for index, sequence in enumerate(tqdm(sequences, desc="held-out sequences", unit="seq",
+                                                  disable=not show_progress)):
                 ids = torch.tensor([list(sequence)], dtype=torch.long, device=model.device)
                 with autocast():
                     results = _score_sequence(model, ids, ratios, spans, baselines, report)
