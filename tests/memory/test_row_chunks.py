@@ -54,7 +54,9 @@ def test_chunked_scores_and_gradients_equal_the_unchunked_ones(with_teacher):
     torch.testing.assert_close(ce_chunked, ce_all, rtol=1e-5, atol=1e-5)
     # the KL sums terms of both signs: fp32 reordering moves it by ~2e-5 relative (in fp64 the two agree to 1e-9)
     torch.testing.assert_close(kl_chunked, kl_all, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(grad_chunked, grad_all, rtol=1e-5, atol=1e-7)
+    # a row's gradient sums over the vocabulary in another order per chunk: an element near zero can move by
+    # one fp32 step of the row's larger ones (1.2e-7 seen on an AMD EPYC, within 1e-7 on an Intel Xeon)
+    torch.testing.assert_close(grad_chunked, grad_all, rtol=1e-5, atol=5e-7)
     assert grad_all[targets == -100].abs().sum() == 0 and grad_all.abs().sum() > 0
     assert (float(kl_all) > 0) == with_teacher
     assert most_all == labelled and most_chunked == 7  # the largest logits: [labelled, V] against [7, V]
