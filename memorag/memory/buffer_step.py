@@ -39,7 +39,7 @@ class BufferStep:
     bias: torch.Tensor  # [T, C] 0 where a row may attend, -inf elsewhere
     rows: RowSplit | None  # which of the T rows is the memory token (None: one raw row)
     dtype: torch.dtype  # the cache's dtype (the base model's), so all rows agree
-    grouped: bool = False  # grouped-query attention (fewer key/value heads than query heads): a constant,
+    grouped: bool  # grouped-query attention (fewer key/value heads than query heads): a constant,
     # since a head count compared inside a graph compiled with dynamic shapes is a SymBool SDPA refuses
 
     rotated_keys = True  # buffers hold keys rotated to their positions

@@ -66,6 +66,8 @@ class MemoryModel(nn.Module):
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
         self._compiled_decoding: CompiledDecoding | None = None
+        heads = base_model.config.num_attention_heads  # grouped-query attention: a constant of the base
+        self._grouped_attention = heads != getattr(base_model.config, "num_key_value_heads", heads)
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -258,9 +260,8 @@ class MemoryModel(nn.Module):
             bias = bucket_bias(self.config.attention, piece.ratio, piece.num_entries, piece.rows_before,
                                piece.num_rows, capacity, device, self.base_dtype)  # [T, C]
             write_rows = torch.arange(cache.length, cache.length + piece.num_rows, device=device)  # [T]
-            base = self.base_model.config
-            grouped = base.num_attention_heads != getattr(base, "num_key_value_heads", base.num_attention_heads)
-            context = BufferStep(cache.keys, cache.values, write_rows, bias, rows, self.base_dtype, grouped)
+            context = BufferStep(cache.keys, cache.values, write_rows, bias, rows, self.base_dtype,
+                                 self._grouped_attention)
             return PieceRows(hidden, positions, rows, context)
         mask = piece_mask(self.config.attention, piece, device)
         context = StepContext(cache, prefix=piece.num_entries, rows=rows, mask=mask,
