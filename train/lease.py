@@ -47,6 +47,13 @@ def main() -> int:
             sub.add_argument("--checkpoint-seconds", type=float, default=180.0)
             sub.add_argument("--eval-ratios", type=int, nargs="+", default=[2, 4, 8])
             sub.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+            sub.add_argument("--pretrain-set", action="append", default=[], metavar="KEY=VALUE",
+                             help="a setting for stage 1 only (repeat for more)")
+            sub.add_argument("--sft-set", action="append", default=[], metavar="KEY=VALUE",
+                             help="a setting for clue SFT only (repeat for more)")
+            sub.add_argument("--control-stage1", action="store_true",
+                             help="also the held-out control of stage 1's checkpoint, beside SFT "
+                                  "(eval/control-pretrain.json)")
             sub.add_argument("overrides", nargs="*", help="key=value for both stages and the control")
         if name == "wait":
             sub.add_argument("--seconds", type=float, default=540.0, help="stay under the 10-minute command limit")
@@ -76,7 +83,8 @@ def main() -> int:
         return 0
     elif args.command == "start":
         plan = lease.LeasePlan(args.pretrain_config, args.sft_config, args.pretrain_seconds, args.sft_seconds,
-                               args.folder, args.device, args.eval_ratios, args.checkpoint_seconds, args.overrides)
+                               args.folder, args.device, args.eval_ratios, args.checkpoint_seconds, args.overrides,
+                               args.pretrain_set, args.sft_set, args.control_stage1)
         print(f"started the run in a new session, pid {lease.start(plan)}; follow it with `train/lease.py wait`")
         return 0
     elif args.command == "drive":

@@ -83,6 +83,7 @@ def _evaluate(cfg: TrainConfig, out: str | None) -> int:
                               other_text=ev.other_text_control, show_progress=True)
     print(report.table())
     if out:
-        report.save(out)
+        report.save(out, memory_weights=cfg.model.memory_weights, precision="bf16" if bf16 else "fp32",
+                    device=device)
         print(f"wrote {out}")
     return 0

@@ -139,8 +139,9 @@ class EvalReport:
         lines += ["", share_table(shares, self.num_sequences)] if shares else []
         return "\n".join(lines)
 
-    def save(self, path: str | Path) -> Path:
-        return atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+    def save(self, path: str | Path, **settings: object) -> Path:
+        """The report as JSON; `settings` (what was scored and how: weights, precision, device) go first."""
+        return atomic_write_text(path, json.dumps(settings | self.to_dict(), indent=2) + "\n")
 
 
 def gap_share(high: torch.Tensor, low: torch.Tensor, alone: torch.Tensor, full: torch.Tensor,

@@ -10,7 +10,8 @@ what `train/lease.py` runs:
 - `assemble` checks and joins them: the base (`base_pack`), the data (extracted into the
   working tree, where the configs' paths point) and, when given, an earlier lease's results (its checkpoints resume);
 - `start` runs `drive` in a new session: stage 1 for its seconds, clue SFT from stage 1's
-  newest checkpoint for its seconds, the held-out control, each stage stopped through the
+  newest checkpoint for its seconds, the held-out control (optionally also of stage 1's
+  checkpoint, while SFT runs beside it), each stage stopped through the
   trainer's stop file (it checkpoints first) and checkpointing every `checkpoint.every_seconds`;
   rerun, a stage resumes exactly from its newest checkpoint;
 - `wait` reports progress until the run ends or its seconds pass (a command's time);
@@ -49,6 +50,9 @@ class LeasePlan:
     eval_ratios: list[int] = field(default_factory=lambda: [2, 4, 8])
     checkpoint_seconds: float = 180.0
     overrides: list[str] = field(default_factory=list)  # key=value for both stages and the control
+    pretrain_overrides: list[str] = field(default_factory=list)  # key=value for stage 1 only
+    sft_overrides: list[str] = field(default_factory=list)  # key=value for clue SFT only
+    control_stage1: bool = False  # also the control of stage 1's checkpoint, beside SFT (eval/control-pretrain.json)
 
     @property
     def root(self) -> Path:
@@ -125,31 +129,42 @@ def _run_stage(plan: LeasePlan, script: str, config: str, stage: str, seconds: f
     return process.returncode
 
 
+def _control(plan: LeasePlan, weights: Path, name: str) -> subprocess.Popen:
+    """The held-out control of `weights` at the plan's ratios with the other-text condition, into eval/`name`."""
+    out = plan.root / "eval" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ratios = "[" + ",".join(map(str, plan.eval_ratios)) + "]"
+    command = [sys.executable, "train/evaluate.py", "--config", plan.pretrain_config, *plan.common(),
+               f"model.memory_weights={weights}", f"eval.ratios={ratios}", "eval.other_text_control=true",
+               "--out", str(out)]
+    with open(plan.root / f"{out.stem}.out", "a", encoding="utf-8") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment(plan))
+
+
 def drive(plan: LeasePlan) -> int:
     """Stage 1, clue SFT from its newest checkpoint, then the held-out control (each step's state in status.json)."""
     plan.root.mkdir(parents=True, exist_ok=True)
     _write_status(plan, settings=asdict(plan), phase="pretrain", done=False)
-    code = _run_stage(plan, "train/pretrain.py", plan.pretrain_config, "pretrain", plan.pretrain_seconds, [])
+    code = _run_stage(plan, "train/pretrain.py", plan.pretrain_config, "pretrain", plan.pretrain_seconds,
+                      plan.pretrain_overrides)
     stage1 = ckpt.read_latest(plan.stage_dir("pretrain"))
     if code or stage1 is None:
         _write_status(plan, phase="failed in pretrain", returncode=code, done=True)
         return code or 1
     _write_status(plan, phase="sft", pretrain_checkpoint=str(stage1))
+    stage1_control = _control(plan, stage1, "control-pretrain.json") if plan.control_stage1 else None
     code = _run_stage(plan, "train/sft.py", plan.sft_config, "sft", plan.sft_seconds,
-                      [f"model.memory_weights={stage1}"])
+                      [f"model.memory_weights={stage1}", *plan.sft_overrides])
     final = ckpt.read_latest(plan.stage_dir("sft"))
     if code or final is None:
+        if stage1_control is not None:
+            stage1_control.wait()
         _write_status(plan, phase="failed in sft", returncode=code, done=True)
         return code or 1
     _write_status(plan, phase="control", sft_checkpoint=str(final))
-    out = plan.root / "eval" / "control.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    ratios = "[" + ",".join(map(str, plan.eval_ratios)) + "]"
-    command = [sys.executable, "train/evaluate.py", "--config", plan.pretrain_config, *plan.common(),
-               f"model.memory_weights={final}", f"eval.ratios={ratios}", "eval.other_text_control=true",
-               "--out", str(out)]
-    with open(plan.root / "control.out", "a", encoding="utf-8") as log:
-        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=_environment(plan))
+    code = _control(plan, final, "control.json").wait()
+    if stage1_control is not None:
+        code = code or stage1_control.wait()
     _write_status(plan, phase="finished" if code == 0 else "failed in control", returncode=code, done=True)
     return code
 

@@ -110,13 +110,25 @@ def test_the_lease_commands_run_end_to_end_on_the_cpu(tmp_path):
     assert json.loads(assembled.stdout)["data"] == "."
     started = _lease("start", "--folder", folder, "--device", "cpu", "--pretrain-config", "configs/debug.yaml",
                      "--sft-config", "configs/debug-sft.yaml", "--pretrain-seconds", "2", "--sft-seconds", "1",
-                     "--checkpoint-seconds", "1", "eval.num_sequences=2")
+                     "--checkpoint-seconds", "1", "--pretrain-set", "optim.warmup_steps=1",
+                     "--sft-set", "optim.lr=0.0007", "--sft-set", "loss.kind=mix", "--control-stage1",
+                     "eval.num_sequences=2")
     assert started.returncode == 0, started.stderr
     waited = _lease("wait", "--folder", folder, "--seconds", "150", "--every", "2")
     status = json.loads((tmp_path / "lease/status.json").read_text())
     assert waited.returncode == 0 and status["phase"] == "finished", (waited.stdout, status)
     control = json.loads((tmp_path / "lease/eval/control.json").read_text())
     assert {"r=2", "r=4", "r=8"} <= set(control["net_share"]) and "content_share" in control
+    # the per-stage settings reached their stage only; stage 1's control ran beside SFT, on stage 1's checkpoint
+    import yaml
+
+    stage1_config = yaml.safe_load((tmp_path / "lease/pretrain/train_config.yaml").read_text())
+    sft_config = yaml.safe_load((tmp_path / "lease/sft/train_config.yaml").read_text())
+    assert stage1_config["optim"]["warmup_steps"] == 1 and stage1_config["optim"]["lr"] == 3.0e-3
+    assert sft_config["optim"]["lr"] == 0.0007 and sft_config["loss"]["kind"] == "mix"
+    assert sft_config["optim"]["warmup_steps"] == 2 and stage1_config["loss"]["kind"] != "mix"
+    stage1_control = json.loads((tmp_path / "lease/eval/control-pretrain.json").read_text())
+    assert stage1_control["memory_weights"] == status["pretrain_checkpoint"], stage1_control.keys()
     out = tmp_path / "OUT"
     exported = _lease("export", "--folder", folder, "--out", str(out))
     assert exported.returncode == 0, exported.stderr
