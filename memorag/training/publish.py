@@ -127,7 +127,8 @@ def _training_section(folder: Path) -> str:
     loss_kind = (config.get("loss") or {}).get("kind", "lm")
     stage = {"pretrain": f"stage 1 (pretraining on long raw text, {objective.get(loss_kind, loss_kind)} "
                          "over every window)",
-             "sft": "stage 2 (clue fine-tuning: loss on the written clues only)"}.get(config.get("stage"), "unknown")
+             "sft": f"stage 2 (clue fine-tuning: {objective.get(loss_kind, loss_kind)} on the written clues only)",
+             }.get(config.get("stage"), "unknown")
     start = (config.get("model") or {}).get("memory_weights")
     rows = [
         ("stage", stage),
@@ -168,10 +169,21 @@ def _evaluation_section(report: dict[str, Any] | None) -> str:
         shown = f"{perplexity:.3f}" if isinstance(perplexity, int | float) else f"n/a ({score.get('note', '')})"
         rows.append(f"| {name} | {score.get('tokens')} | {shown} |")
     table = header + "\n\n| condition | scored tokens | perplexity |\n|---|---:|---:|\n" + "\n".join(rows)
-    gains = report.get("content_share") or report.get("context_gain") or {}  # the older reports' name
-    if gains:
+    content = report.get("content_share") or report.get("context_gain") or {}  # the older reports' name
+    net = report.get("net_share") or {}
+    if net:
+        lines = [f"| {ratio} | {gain['share']:.1%} | {gain['low']:.1%} .. {gain['high']:.1%} | "
+                 + (f"{content[ratio]['share']:.1%} | {content[ratio]['low']:.1%} .. {content[ratio]['high']:.1%} |"
+                    if ratio in content else "not measured | |")
+                 for ratio, gain in net.items()]
+        table += ("\n\nShares of the window-to-full-context gap in mean NLL, with 95% bootstrap intervals over "
+                  "sequences: net, (no memory - own memory) / (no memory - full context), what reading the memory "
+                  "gains; content, (memory of another text - own memory) / (no memory - full context), what the "
+                  "memory holds of its own text:\n\n| ratio | net share | 95% interval | content share | 95% interval |"
+                  "\n|---|---:|---|---:|---|\n" + "\n".join(lines))
+    elif content:
         lines = [f"| {ratio} | {gain['share']:.1%} | {gain['low']:.1%} .. {gain['high']:.1%} |"
-                 for ratio, gain in gains.items()]
+                 for ratio, gain in content.items()]
         table += ("\n\nContext gain: (memory of another text - own memory) / (no memory - full context) in mean "
                   "NLL, the share of the window-to-full-context gap closed by what the memory holds, with a 95% "
                   "bootstrap interval over sequences:\n\n| ratio | context gain | 95% interval |\n|---|---:|---|\n"

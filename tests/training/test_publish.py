@@ -61,11 +61,21 @@ def test_the_card_is_filled_from_the_folder(sft_weights):
     assert 'MemoryModel.from_pretrained("random:llama", memory_weights="team/debug-memory")' in body
     assert "| 64 | 8 | fixed | full-coverage | qkv | the eos token |" in body  # the ratio it memorizes at
     assert "trained with ratios 2, 4, 8 (step-random mix)" in body
-    assert "| stage | stage 2 (clue fine-tuning" in body and "| data files | `sft_debug.jsonl` |" in body
+    assert "| stage | stage 2 (clue fine-tuning: next-token loss on the written clues only) |" in body
+    assert "| data files | `sft_debug.jsonl` |" in body
     assert "| sequence length | at most 2048 tokens |" in body and "lr 0.003" in body
     assert "| memory r=4 | 3060 | 21.250 |" in body and "| full context | 0 | n/a (too long) |" in body
     assert "{" not in body.replace("{\n", "")  # no placeholder left unfilled
     assert str(ROOT) not in card  # no local paths of the machine that trained
+
+
+def test_the_card_gives_both_shares_where_the_report_has_them(sft_weights):
+    gap = lambda share: {"share": share, "low": share - 0.05, "high": share + 0.05}
+    report = REPORT | {"net_share": {"r=8": gap(0.419)}, "content_share": {"r=8": gap(0.354)}}
+    body = model_card(sft_weights, "team/debug-memory", eval_report=report)
+    assert "| r=8 | 41.9% | 36.9% .. 46.9% | 35.4% | 30.4% .. 40.4% |" in body and "net share" in body
+    only_content = model_card(sft_weights, "team/debug-memory", eval_report=REPORT | {"content_share": {"r=8": gap(0.1)}})
+    assert "| r=8 | 10.0% | 5.0% .. 15.0% |" in only_content and "net share" not in only_content
 
 
 def test_a_folder_without_a_training_record_says_so(sft_weights):
