@@ -7,6 +7,7 @@ On the device, one command each (carrying the parts named):
     python train/lease.py receive --from runs/lease/out
     python train/lease.py assemble
     python train/lease.py start --pretrain-config C1 --sft-config C2 --pretrain-seconds 1080 --sft-seconds 240
+        [--sft-set loss.kind=mix] [--control-stage1]      # a setting for one stage; stage 1's control too
     python train/lease.py wait --seconds 540
     python train/lease.py export --out $OUT
 Back here:
