@@ -25,6 +25,7 @@ def main() -> int:
     points = load_curve(args.curve, args.runs)
     table = curve_table(points, args.ratios)
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(table + "\n", encoding="utf-8")
     out.with_suffix(".json").write_text(json.dumps(curve_json(points), indent=2) + "\n", encoding="utf-8")
     plot_curve(points, args.ratios, out.with_suffix(".png"))

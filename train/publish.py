@@ -34,6 +34,8 @@ def main(argv=None) -> int:
                                        "(default: the folder's name)")
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
                         help="--to-folder: store the weights in this precision (default: as saved)")
+    parser.add_argument("--base", help="--to-folder: the base model to record (checked to have the recorded shape), "
+                                       "when training read an exact copy of it from a folder, as a GPU lease does")
     parser.add_argument("--run", action="append", default=[],
                         help="--to-folder: a training run's output folder whose config and log to copy (repeatable)")
     parser.add_argument("--license", help="license id for the card's metadata, e.g. apache-2.0")
@@ -42,7 +44,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.to_folder:
         folder = ship_memory_weights(args.weights, args.to_folder, runs=args.run, eval_files=args.eval, name=args.name,
-                                     dtype=args.dtype)
+                                     dtype=args.dtype, base=args.base)
         print(f"wrote {folder}")
         return 0
     if args.run:

@@ -81,14 +81,16 @@ def curve_json(points: Sequence[CurvePoint]) -> list[dict[str, Any]]:
              "shares": {f"r={ratio}": pair for ratio, pair in p.shares.items()}} for p in points]
 
 
-def plot_curve(points: Sequence[CurvePoint], ratios: Sequence[int], path: str | Path) -> Path:
-    """Both shares against tokens trained, one line per series, kind and evaluated ratio, 95% intervals as bars."""
+def plot_curve(points: Sequence[CurvePoint], ratios: Sequence[int], path: str | Path, floor: float = -100.0) -> Path:
+    """Both shares against tokens trained (symmetric-log axis: 0 tokens shows), one line per series, kind and
+    evaluated ratio, 95% intervals as bars. Shares below `floor` % are drawn at the floor and named in a note."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(1, len(KINDS), figsize=(11, 4), sharey=True, squeeze=False)
+    figure, axes = pyplot.subplots(1, len(KINDS), figsize=(12, 5.5), sharey=True, squeeze=False)
+    below = []
     for axis, kind in zip(axes[0], KINDS):
         for series in dict.fromkeys(p.series for p in points):
             members = sorted((p for p in points if p.series == series), key=lambda p: p.tokens)
@@ -97,15 +99,23 @@ def plot_curve(points: Sequence[CurvePoint], ratios: Sequence[int], path: str | 
                 if not shown:
                     continue
                 values = [p.shares[ratio][kind] for p in shown]
+                below += [f"{p.label}, {kind} r={ratio}: {100 * v['share']:.0f}%"
+                          for p, v in zip(shown, values) if 100 * v["share"] < floor]
                 errors = [[100 * (v["share"] - v["low"]) for v in values], [100 * (v["high"] - v["share"]) for v in values]]
-                axis.errorbar([p.tokens for p in shown], [100 * v["share"] for v in values], yerr=errors,
+                axis.errorbar([p.tokens for p in shown], [max(100 * v["share"], floor) for v in values], yerr=errors,
                               marker="o", capsize=3, label=f"{series}, r={ratio}")
         axis.axhline(0, color="grey", linewidth=0.8)
+        axis.set_xscale("symlog", linthresh=1e4)
+        axis.set_xlim(0, 2 * max([p.tokens for p in points] + [1e4]))
         axis.set_title(f"{kind} share of the window-to-full gap")
         axis.set_xlabel("tokens trained")
-        axis.legend(fontsize=7)
     axes[0][0].set_ylabel("% of (no memory - full context), mean NLL")
-    figure.tight_layout()
+    axes[0][0].set_ylim(bottom=floor - 5)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=2, fontsize=7)
+    if below:
+        figure.text(0.01, 0.99, "drawn at the floor: " + "; ".join(below), fontsize=7, va="top")
+    figure.tight_layout(rect=(0, 0.05 + 0.018 * ((len(labels) + 1) // 2), 1, 0.96))
     path = Path(path)
     figure.savefig(path, dpi=110)
     pyplot.close(figure)

@@ -127,7 +127,7 @@ def _training_section(folder: Path) -> str:
     loss_kind = (config.get("loss") or {}).get("kind", "lm")
     stage = {"pretrain": f"stage 1 (pretraining on long raw text, {objective.get(loss_kind, loss_kind)} "
                          "over every window)",
-             "sft": f"stage 2 (clue fine-tuning: {objective.get(loss_kind, loss_kind)} on the written clues only)",
+             "sft": f"stage 2 (clue fine-tuning: {objective.get(loss_kind, loss_kind)}, on the written clues only)",
              }.get(config.get("stage"), "unknown")
     start = (config.get("model") or {}).get("memory_weights")
     rows = [
@@ -256,9 +256,36 @@ def _store_as(folder: Path, dtype: torch.dtype) -> None:
     (folder / CONFIG).write_text(json.dumps(manifest, indent=2, sort_keys=True))
 
 
+def base_shape(name: str) -> dict[str, Any]:
+    """The shape fields a weights manifest records of a base model, read from `name`'s config alone."""
+    from transformers import AutoConfig
+
+    from memorag.embedded import resolve_lm
+
+    config = AutoConfig.from_pretrained(resolve_lm(name))
+    config = getattr(config, "text_config", None) or config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return {"model_type": config.model_type, "num_layers": config.num_hidden_layers,
+            "hidden_size": config.hidden_size, "num_key_value_heads": config.num_key_value_heads,
+            "head_dim": head_dim}
+
+
+def _rename_base(folder: Path, base: str) -> None:
+    """Record `base` as the base model of a memory-weights folder, after checking it has the recorded shape."""
+    manifest = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    shape = base_shape(base)
+    differences = {key: (manifest["base"].get(key), value) for key, value in shape.items()
+                   if manifest["base"].get(key) != value}
+    if differences:
+        raise ValueError(f"{base} is not the base these weights were trained on: "
+                         + "; ".join(f"{k}: weights {a!r}, {base} {b!r}" for k, (a, b) in differences.items()))
+    manifest["base"]["base_model"] = base
+    (folder / CONFIG).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
 def ship_memory_weights(folder: str | Path, target: str | Path, runs: Sequence[str | Path] = (),
                         eval_files: Sequence[str | Path] = (), name: str | None = None,
-                        dtype: str | None = None) -> Path:
+                        dtype: str | None = None, base: str | None = None) -> Path:
     """Write `target` (atomically): the memory weights of `folder` with what reproduces and judges them.
 
     `target` gets `memory_config.json` and `memory_weights.safetensors` (verified first), the
@@ -268,11 +295,22 @@ def ship_memory_weights(folder: str | Path, target: str | Path, runs: Sequence[s
     is how the weights shipped in `memorag/weights/` are made (README "The shipped memory").
     `dtype` (e.g. "bfloat16") stores the weights in that precision (half the size of float32;
     loading casts them back to the memory parameters' dtype); the manifest's hash follows.
+    `base` records another name for the base model (checked to have the recorded shape): training
+    that read an exact copy of a base from a folder (a lease's restored base) names the folder.
     """
     root = Path(folder)
     verify_memory_weights(root)
     reports = [json.loads(Path(path).read_text(encoding="utf-8")) for path in eval_files]
     heldout = next((report for report in reports if isinstance(report, dict) and "conditions" in report), None)
+    if base is not None:  # the card is written from the renamed manifest: check and rename in a copy first
+        renamed = Path(target).parent / f".{Path(target).name}.base-renamed"
+        shutil.rmtree(renamed, ignore_errors=True)
+        shutil.copytree(root, renamed)
+        try:
+            _rename_base(renamed, base)
+            return ship_memory_weights(renamed, target, runs, eval_files, name, dtype)
+        finally:
+            shutil.rmtree(renamed, ignore_errors=True)
     card = model_card(root, name or Path(target).name, eval_report=heldout)
     for run in runs:
         if not (Path(run) / "train_log.jsonl").is_file():

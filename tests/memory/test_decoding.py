@@ -138,9 +138,9 @@ class FollowPinned:
 
     The embedded model decodes in bf16, whose logits are spaced one bf16 step apart (0.125 near
     20): two tokens can tie exactly, and which one a CPU's kernels put ahead depends on their
-    summation order (the pinned ids were recorded on an AVX-512 CPU without AMX; on an AMX CPU
-    prompt 0 meets an exact tie at its 32nd token, and prompt 2 puts its pinned token one step
-    below another twice). Following the pinned ids checks every step of them, instead of only
+    summation order (the pinned ids of the earlier weights were recorded on an AVX-512 CPU without
+    AMX, and on an AMX CPU prompt 0 met an exact tie at its 32nd token and prompt 2 put its pinned
+    token one step below another twice; the current ids were recorded on an AVX2 CPU). Following the pinned ids checks every step of them, instead of only
     the steps before the first tie."""
 
     def __init__(self, pinned: list[list[int]], width: int, stops: list[int]):

@@ -61,7 +61,7 @@ def test_the_card_is_filled_from_the_folder(sft_weights):
     assert 'MemoryModel.from_pretrained("random:llama", memory_weights="team/debug-memory")' in body
     assert "| 64 | 8 | fixed | full-coverage | qkv | the eos token |" in body  # the ratio it memorizes at
     assert "trained with ratios 2, 4, 8 (step-random mix)" in body
-    assert "| stage | stage 2 (clue fine-tuning: next-token loss on the written clues only) |" in body
+    assert "| stage | stage 2 (clue fine-tuning: next-token loss, on the written clues only) |" in body
     assert "| data files | `sft_debug.jsonl` |" in body
     assert "| sequence length | at most 2048 tokens |" in body and "lr 0.003" in body
     assert "| memory r=4 | 3060 | 21.250 |" in body and "| full context | 0 | n/a (too long) |" in body
@@ -161,3 +161,23 @@ def test_a_local_folder_holds_weights_card_runs_and_evaluations(sft_weights, tmp
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0 and "holds no train_log.jsonl" in refused.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_a_base_read_from_a_copy_is_recorded_by_its_name_after_its_shape_is_checked(sft_weights, tmp_path):
+    from memorag.training.publish import ship_memory_weights
+
+    cfg = load_config(TrainConfig, ROOT / "configs" / "debug-sft.yaml", [])
+    same = tmp_path / "same-base"
+    build_model(cfg.model, cfg.memory).base_model.config.save_pretrained(same)
+    shipped = ship_memory_weights(sft_weights, tmp_path / "shipped", base=str(same))
+    manifest = json.loads((shipped / CONFIG).read_text())
+    assert manifest["base"]["base_model"] == str(same) and f"memory weights for {same}" in (shipped / "README.md").read_text()
+    verify_memory_weights(shipped)
+    assert (shipped / WEIGHTS).read_bytes() == (sft_weights / WEIGHTS).read_bytes()
+    other = tmp_path / "other-base"
+    config = build_model(cfg.model, cfg.memory).base_model.config
+    config.hidden_size *= 2
+    config.save_pretrained(other)
+    with pytest.raises(ValueError, match="hidden_size"):
+        ship_memory_weights(sft_weights, tmp_path / "refused", base=str(other))
+    assert not (tmp_path / "refused").exists() and not list(tmp_path.glob(".refused*"))
