@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from memorag.io import atomic_write_text
 from memorag.memory import Memory, MemoryModel
@@ -389,8 +390,6 @@ def evaluate_heldout(
     model.eval()
     try:
         with memory_in_base_dtype(model):
-            from tqdm.auto import tqdm
-
             for index, sequence in enumerate(tqdm(sequences, desc="held-out sequences", unit="seq",
                                                   disable=not show_progress)):
                 ids = torch.tensor([list(sequence)], dtype=torch.long, device=model.device)

@@ -192,12 +192,13 @@ def _evaluation_section(report: dict[str, Any] | None) -> str:
 
 
 def model_card(folder: str | Path, repo_id: str, eval_report: dict[str, Any] | None = None,
-               license_id: str | None = None, title: str | None = None) -> str:
-    """The README.md of a memory weights repository, filled from `folder` (verified first)."""
+               license_id: str | None = None, title: str | None = None, base_name: str | None = None) -> str:
+    """The README.md of a memory weights repository, filled from `folder` (verified first); `base_name`
+    names the base model instead of the manifest (`ship_memory_weights(base=...)`)."""
     root = Path(folder)
     verify_memory_weights(root)
     manifest = json.loads((root / CONFIG).read_text(encoding="utf-8"))
-    memory, base = manifest["memory_config"], manifest["base"]
+    memory, base = manifest["memory_config"], manifest["base"] | ({"base_model": base_name} if base_name else {})
     projections = {"qkv": "query, key and value", "qkvo": "query, key, value and output"}.get(
         memory.get("memory_params"), str(memory.get("memory_params")))
     return CARD_TEMPLATE.format(
@@ -270,15 +271,18 @@ def base_shape(name: str) -> dict[str, Any]:
             "head_dim": head_dim}
 
 
-def _rename_base(folder: Path, base: str) -> None:
-    """Record `base` as the base model of a memory-weights folder, after checking it has the recorded shape."""
-    manifest = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-    shape = base_shape(base)
-    differences = {key: (manifest["base"].get(key), value) for key, value in shape.items()
-                   if manifest["base"].get(key) != value}
+def _check_base_shape(folder: Path, base: str) -> None:
+    """Refuse `base` unless it has the shape the memory weights in `folder` record."""
+    recorded = json.loads((folder / CONFIG).read_text(encoding="utf-8"))["base"]
+    differences = {key: (recorded.get(key), value) for key, value in base_shape(base).items()
+                   if recorded.get(key) != value}
     if differences:
         raise ValueError(f"{base} is not the base these weights were trained on: "
                          + "; ".join(f"{k}: weights {a!r}, {base} {b!r}" for k, (a, b) in differences.items()))
+
+
+def _record_base(folder: Path, base: str) -> None:
+    manifest = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
     manifest["base"]["base_model"] = base
     (folder / CONFIG).write_text(json.dumps(manifest, indent=2, sort_keys=True))
 
@@ -302,16 +306,9 @@ def ship_memory_weights(folder: str | Path, target: str | Path, runs: Sequence[s
     verify_memory_weights(root)
     reports = [json.loads(Path(path).read_text(encoding="utf-8")) for path in eval_files]
     heldout = next((report for report in reports if isinstance(report, dict) and "conditions" in report), None)
-    if base is not None:  # the card is written from the renamed manifest: check and rename in a copy first
-        renamed = Path(target).parent / f".{Path(target).name}.base-renamed"
-        shutil.rmtree(renamed, ignore_errors=True)
-        shutil.copytree(root, renamed)
-        try:
-            _rename_base(renamed, base)
-            return ship_memory_weights(renamed, target, runs, eval_files, name, dtype)
-        finally:
-            shutil.rmtree(renamed, ignore_errors=True)
-    card = model_card(root, name or Path(target).name, eval_report=heldout)
+    if base is not None:
+        _check_base_shape(root, base)
+    card = model_card(root, name or Path(target).name, eval_report=heldout, base_name=base)
     for run in runs:
         if not (Path(run) / "train_log.jsonl").is_file():
             raise FileNotFoundError(f"{run} holds no train_log.jsonl: pass the training run's output folder")
@@ -321,6 +318,8 @@ def ship_memory_weights(folder: str | Path, target: str | Path, runs: Sequence[s
                 shutil.copyfile(root / file, staging / file)
         if dtype is not None:
             _store_as(staging, getattr(torch, dtype))
+        if base is not None:
+            _record_base(staging, base)
         for run in runs:
             where = staging / "training_runs" / Path(run).resolve().name
             where.mkdir(parents=True)
