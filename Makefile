@@ -20,7 +20,7 @@ UV_INSTALL = $(UV) pip install --python $(PYTHON) --no-deps --require-hashes
 STAMP := $(VENV)/.memorag-setup.stamp
 LOCKS := requirements/lock.txt requirements/data.txt requirements/uv.txt
 
-.PHONY: setup test demo bench bench-gpu lint bible lock test-latest
+.PHONY: setup test test-slow demo bench bench-gpu lint bible lock test-latest
 
 setup: $(STAMP)
 
@@ -63,8 +63,14 @@ lock: | $(PYTHON)
 	$(UV) pip compile requirements/uv.in $(LOCK_TARGET) --generate-hashes \
 	  --custom-compile-command "make lock" -o requirements/uv.txt
 
+# The default suite leaves out the tests marked slow (the real embedded models end to end, training
+# launches, subprocess crash tests: each 10 s or more on 2 cores), so it runs in a few minutes;
+# `make test-slow` runs those; CI (.ci/run) runs both.
 test: setup
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PYTHON) -m pytest -q -m slow
 
 # The fast drift check (README, "Dependencies"): a throwaway environment with the newest
 # versions the ranges allow (torch stays at the machine's CPU build), then the demo end to end,

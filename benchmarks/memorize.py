@@ -13,9 +13,13 @@ parameters qkv, SDPA; beside it a plain transformers forward (no memory, no logi
 over the same tokens where they fit in `--plain-max` (8192) tokens. Weights are
 random with the dimensions of `--shape` (memorag/benchmarking/shapes.py; default
 SmolLM2-135M's; `--embedded` uses the real embedded model); positions are raised to
-65536 so that 32K tokens fit at r=4 (random weights: speed only, no quality). The
+65536 so that 32K tokens fit at r=4 (random weights: speed only, no quality). A
+memorize cell times its context twice in its process: `seconds`, the first time (what
+the first context a process reads costs, the device's per-shape state built on the
+way: CUDA execution plans, allocator pools), and `seconds_again` (what each later
+context of that length costs); `--profile` adds a third run under torch.profiler. The
 device options (`--device`, `--dtype`, one or more, `--threads`) are the shared ones of
-memorag/benchmarking/device.py. Peak memory is that of the timed run (CUDA:
+memorag/benchmarking/device.py. Peak memory is that of the first timed run (CUDA:
 torch.cuda.max_memory_allocated; CPU: peak RSS). Prints a markdown table and writes
 JSON to benchmarks/results/.
 
@@ -86,13 +90,21 @@ def run_cell(mode: str, length: int, ratio: int, dtype_name: str, args: argparse
         result["memory_entries"] = memory.num_entries
         result["memory_mb"] = memory.nbytes / 2**20
         result["kv_bytes_per_token"] = memory.nbytes / length
-    result.update(seconds=seconds, tokens_per_s=length / seconds, peak_memory_mb=device.peak_memory_mb())
+        result["peak_memory_mb"] = device.peak_memory_mb()  # the first run's
+        # the same context again in the same process: what each later context of this length costs once the
+        # first has built the device's per-shape state (CUDA execution plans, allocator pools)
+        result["seconds_again"] = device.seconds(lambda: model.memorize(ids[0].tolist(), show_progress=False))[0]
+        if args.profile:  # after the timing: one more run under torch.profiler, its table on stderr
+            print(device.profile(lambda: model.memorize(ids[0].tolist(), show_progress=False)), file=sys.stderr)
+    result.setdefault("peak_memory_mb", device.peak_memory_mb())
+    result.update(seconds=seconds, tokens_per_s=length / seconds)
     return result
 
 
 def _cell_options(args) -> list[str]:
     """The command-line options a cell's process needs (non-defaults only: see the docstring)."""
     options = ["--embedded"] if args.embedded else []
+    options += ["--profile"] if args.profile else []
     options += ["--threads", str(args.threads)] if args.threads else []
     for name, default in DEFAULTS.items():
         if getattr(args, name) != default:
@@ -159,6 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/memorize-HOST.json)")
     parser.add_argument("--baseline", help="another checkout of the project to compare memorize cells with")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each cell (the best time counts)")
+    parser.add_argument("--profile", action="store_true",
+                        help="print the top operators of one more memorize per cell (on CUDA: kernels by device time too)")
     parser.add_argument("--cell", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.cell:
@@ -184,27 +198,34 @@ def main(argv: list[str] | None = None) -> None:
             print(completed.stderr[-2000:], file=sys.stderr)
             raise SystemExit(f"cell {cell} failed")
         row = json.loads(completed.stdout.strip().splitlines()[-1])
+        if args.profile:
+            print(completed.stderr, flush=True)
         if row["mode"] == "memorize":
             row["flops"] = memorize_flops(row["tokens"], args.window, row["ratio"], _shape(args))
             row["bound_s"] = bounds(row["flops"], peaks[row["dtype"]])["at_kernel_rates_s"]
             row["share_of_bound"] = row["bound_s"] / row["seconds"]
         results.append(row)
         label = f"{row['mode']:8s} {row['dtype']:8s} r={row['ratio'] or '-':<3} {row['tokens']:>6} tok"
-        print(f"{label}  {row['seconds']:7.2f} s  {row['tokens_per_s']:7.0f} tok/s  peak {row['peak_memory_mb']:6.0f} MB",
-              flush=True)
+        again = f" (again {row['seconds_again']:.2f} s)" if "seconds_again" in row else ""
+        print(f"{label}  {row['seconds']:7.2f} s{again}  {row['tokens_per_s']:7.0f} tok/s  "
+              f"peak {row['peak_memory_mb']:6.0f} MB", flush=True)
     print()
     for dtype, peak in peaks.items():
         print(f"{dtype}: GEMM peak {peak['gemm'] / 1e9:,.0f} GFLOP/s, fused attention {peak['attention'] / 1e9:,.0f} "
               f"GFLOP/s ({device.name})")
-    print("| mode | dtype | ratio | tokens | seconds | tokens/s | bound s | bound/time | peak MB | memory MB "
-          "| KV bytes/token |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| mode | dtype | ratio | tokens | seconds | again s | tokens/s | bound s | bound/time | bound/again "
+          "| peak MB | memory MB | KV bytes/token |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in results:
         bound = row.get("bound_s")
         bound_text = "-" if bound is None else f"{bound:.2f}"
         share = "-" if bound is None else f"{bound / row['seconds']:.0%}"
+        again = row.get("seconds_again")
+        again_text = "-" if again is None else f"{again:.2f}"
+        share_again = "-" if bound is None or again is None else f"{bound / again:.0%}"
         print(f"| {row['mode']} | {row['dtype']} | {row['ratio'] or '-'} | {row['tokens']} | {row['seconds']:.2f} | "
-              f"{row['tokens_per_s']:.0f} | {bound_text} | {share} | {row['peak_memory_mb']:.0f} | "
+              f"{again_text} | {row['tokens_per_s']:.0f} | {bound_text} | {share} | {share_again} | "
+              f"{row['peak_memory_mb']:.0f} | "
               f"{row.get('memory_mb', float('nan')):.1f} | {row['kv_bytes_per_token']:.0f} |")
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-{platform.node()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -239,6 +239,7 @@ def test_the_pipeline_package_is_walked():
 @pytest.mark.parametrize("package", ["memorag.modes", "memorag.pipeline", "memorag.results", "memorag.errors",
                                      "memorag.embedded", "memorag.models", "memorag.memory.weights", "memorag.cli",
                                      "memorag.datasets", "memorag.data"])
+@pytest.mark.slow
 def test_each_package_imports_first(package):
     """Each side imports on its own, in a fresh interpreter (no import order to respect)."""
     import subprocess

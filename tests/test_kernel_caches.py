@@ -89,6 +89,7 @@ def bounded_run() -> dict[str, list]:
     return _run_loop({})  # the kernel caches as `import memorag` bounds them
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not can_trim(), reason="needs glibc's malloc_trim: other allocators keep freed pages")
 def test_resident_memory_stays_flat_over_many_corpora(bounded_run):
     resident = bounded_run["resident"]

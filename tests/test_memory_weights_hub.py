@@ -112,6 +112,7 @@ def test_an_unreachable_hub_says_how_to_get_the_weights(monkeypatch):
     assert "hf download team/memory --local-dir" in str(error.value)
 
 
+@pytest.mark.slow
 def test_offline_with_the_real_huggingface_hub(tmp_path):
     code = ("from memorag.models import resolve_memory_weights\n"
             "try:\n    resolve_memory_weights('team/memory')\n"

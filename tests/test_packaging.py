@@ -10,6 +10,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -26,6 +27,7 @@ def test_the_distribution_name_does_not_take_the_reference_packages_name():
     assert "memorag-open" in (ROOT / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_networkx_is_a_dev_dependency_that_no_library_module_imports():
     assert "networkx" not in _names(PROJECT["dependencies"])
     assert "networkx" in _names(PROJECT["optional-dependencies"]["dev"])

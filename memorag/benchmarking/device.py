@@ -95,6 +95,22 @@ class BenchDevice:
         self.synchronize()
         return time.perf_counter() - start, result
 
+    def profile(self, run: Callable[[], Any], row_limit: int = 18) -> str:
+        """The top operators of one `run()` (torch.profiler): by self CPU time on the CPU; on CUDA the kernels
+        too, by self device time (where a GPU step spends its time), then the same ops by self CPU time
+        (launch and Python overheads)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.is_cuda else [])]
+        with profile(activities=activities) as prof:
+            run()
+            self.synchronize()
+        averages = prof.key_averages()
+        tables = [averages.table(sort_by="self_cpu_time_total", row_limit=row_limit)]
+        if self.is_cuda:
+            tables.insert(0, averages.table(sort_by="self_device_time_total", row_limit=row_limit))
+        return "\n".join(tables)
+
     def reset_peak_memory(self) -> None:
         if self.is_cuda:
             import torch

@@ -22,6 +22,7 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.bias import causal_lower_right
 
 from .cache import MemoryCache
 from .families import Family
@@ -305,6 +306,12 @@ def attend(
       on CPU without autograd, a prefix is attended unmasked and merged with
       the tail by log-sum-exp (`_split_attention`); otherwise one SDPA call with
       `is_causal` when the keys are exactly the queries' own rows, else a boolean mask.
+      On CUDA the causal mask aligned to the last key (`mask=None`: a window after its
+      memory, in memorizing and training) is torch's `causal_lower_right`, which SDPA
+      runs as flash attention's own causal mask (fp16/bf16; fp32 takes the
+      memory-efficient kernel, or the boolean mask with grouped heads): no mask tensor,
+      and on an H200 both a training step and memorizing ran faster than with the
+      boolean mask's cuDNN kernel (benchmarks/results/profile-h200-2026-11-26/).
     - `eager`: plain matmul-softmax with an explicit mask, for debugging.
     """
     num_queries, num_keys = query.shape[2], key.shape[2]
@@ -331,7 +338,9 @@ def attend(
         return _split_attention(query, key, value, prefix, mask, scale)
     is_causal = mask is None and num_queries == num_keys
     full = None
-    if not is_causal and not (mask is None and num_queries == 1):
+    if mask is None and 1 < num_queries < num_keys and query.is_cuda:
+        full = causal_lower_right(num_queries, num_keys)  # the same mask, as flash attention's own causal
+    elif not is_causal and not (mask is None and num_queries == 1):
         full = _full_mask(num_queries, prefix, tail, mask, query.device)
     out = F.scaled_dot_product_attention(
         query, key, value, attn_mask=full, is_causal=is_causal, scale=scale, enable_gqa=groups > 1

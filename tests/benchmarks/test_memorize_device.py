@@ -29,6 +29,7 @@ def check_result(result: dict, device: str, dtype: str) -> None:
     assert row["share_of_bound"] == pytest.approx(row["bound_s"] / row["seconds"]) and row["bound_s"] > 0
 
 
+@pytest.mark.slow
 def test_memorize_benchmark_on_the_cpu(tmp_path):
     check_result(run_memorize(tmp_path, "cpu", "fp32"), "cpu", "float32")
 

@@ -34,6 +34,7 @@ def short_text(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_help_everywhere():
     top = run_cli("--help")
     assert top.returncode == 0 and all(name in top.stdout for name in ("memorize", "ask", "clues"))
@@ -75,6 +76,7 @@ def test_bad_context_files_fail_clearly_and_write_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_bad_arguments_fail_clearly(tmp_path, short_text):
     cases = [
         (("ask", "--context", str(short_text), "   "), "query is empty"),
@@ -90,6 +92,7 @@ def test_bad_arguments_fail_clearly(tmp_path, short_text):
         assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
 
 
+@pytest.mark.slow
 def test_a_save_folder_with_other_content_is_refused(tmp_path, short_text):
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -102,6 +105,7 @@ def test_a_save_folder_with_other_content_is_refused(tmp_path, short_text):
     assert result.returncode == 2 and "not a folder" in result.stderr
 
 
+@pytest.mark.slow
 def test_missing_models_and_packages_are_named(tmp_path, short_text):
     out = tmp_path / "out"
     result = run_cli("memorize", str(short_text), "--out", str(out), "--memory-model", str(tmp_path / "no-model"))
@@ -116,6 +120,7 @@ def test_missing_models_and_packages_are_named(tmp_path, short_text):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_fails_before_any_work(short_text):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -82,6 +82,7 @@ def test_extra_rows_lengthen_the_context_with_training_rows_only_and_are_seeded(
     assert supporting_sentences(rows[0]) == ["It lies on River 0.", "River 0 is long."]
 
 
+@pytest.mark.slow
 def test_the_script_writes_sft_jsonl(tmp_path):
     data = tmp_path / "hotpotqa.json"
     data.write_text(json.dumps([fake_row(i) for i in range(5)]))

@@ -66,6 +66,7 @@ def test_the_mixture_follows_the_shares_and_writes_no_held_out_text(tmp_path, mo
         build_mixture(tmp_path / "bad", {"books": 1.0}, 1000, kjv_file(tmp_path))
 
 
+@pytest.mark.slow
 def test_the_script_builds_a_small_mixture_from_the_installed_packages(tmp_path):
     import os
     import subprocess

@@ -39,6 +39,7 @@ def _decode_token_by_token(model, ids: torch.Tensor, start: int, reserve: int, a
     return torch.cat(hidden, dim=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["full-coverage", "segmentation"])
 def test_the_decoding_step_compiles_whole_and_replays_64_steps_without_recompiling(scheme):
     model = tiny_memory_model("llama", window=16, ratios=[4], attention=scheme)
@@ -59,6 +60,7 @@ def test_the_decoding_step_compiles_whole_and_replays_64_steps_without_recompili
     assert torch.equal(got, expected)
 
 
+@pytest.mark.slow
 def test_one_compiled_step_serves_every_buffer_capacity():
     model = tiny_memory_model("llama", window=16, ratios=[4])
     ids = random_ids(40)

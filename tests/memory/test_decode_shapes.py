@@ -73,6 +73,7 @@ def _per_token_cost(decode) -> tuple[int, float]:
     return len(longer - short), (longer_ops - short_ops) / 32
 
 
+@pytest.mark.slow
 def test_decoding_brings_no_more_new_shapes_than_transformers_static_cache():
     model = tiny_memory_model("llama", window=64, ratios=[4])
     memory = model.memorize(random_ids(256)[0].tolist())  # 64 entries

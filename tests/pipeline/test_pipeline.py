@@ -361,6 +361,7 @@ def test_plain_texts_are_documents_and_empty_ones_are_refused():
         rag.memorize([])
 
 
+@pytest.mark.slow
 def test_compile_decoding_writes_the_same_clues_through_the_compiled_step(monkeypatch):
     """`compile_decoding` switches the memory model to the compiled decoding step (memory/buffer_step.py);
     dynamo's eager backend stands in for inductor here, so the clues must equal the eager step's."""

@@ -42,6 +42,7 @@ def test_too_long_when_adding_to_a_save_the_suggested_rewrite_works(cli, tiny_ar
     assert json.loads(redone.stdout)["num_documents"] == 2
 
 
+@pytest.mark.slow
 def test_a_query_too_long_for_the_generator_is_refused_first_and_both_fixes_work(cli, tiny_args, tmp_path):
     book = tmp_path / "book.txt"
     book.write_text(text_of(300, seed=4))

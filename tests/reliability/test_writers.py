@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.reliability.conftest import ROOT, backticked, run_subprocess, text_of
 
 # Runs the command line with one step replaced by one that kills its own process (kill -9) once
@@ -56,6 +58,7 @@ def python(script: str, *args, **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+@pytest.mark.slow
 def test_two_writers_at_once_both_documents_end_in_the_save(tiny_args, tmp_path):
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     first.write_text(text_of(400, seed=10))
@@ -78,6 +81,7 @@ def test_two_writers_at_once_both_documents_end_in_the_save(tiny_args, tmp_path)
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_second_writer_names_the_holder_and_waits_a_bounded_time(cli, tiny_args, tmp_path):
     book = tmp_path / "book.txt"
     book.write_text(text_of(300, seed=12))
@@ -100,6 +104,7 @@ def test_a_second_writer_names_the_holder_and_waits_a_bounded_time(cli, tiny_arg
     assert documents_in(out) == ["book.txt"]
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_save_keeps_the_old_save_and_the_next_writer_cleans_up(cli, tiny_args, tmp_path):
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     first.write_text(text_of(300, seed=13))
@@ -120,6 +125,7 @@ def test_kill_9_during_a_save_keeps_the_old_save_and_the_next_writer_cleans_up(c
     assert documents_in(out) == ["first.txt", "second.txt"] and leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_kill_9_during_memorize_leaves_the_old_save_as_it_was(cli, tiny_args, tmp_path):
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     first.write_text(text_of(300, seed=15))

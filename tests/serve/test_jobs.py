@@ -148,6 +148,7 @@ def test_a_cancelled_memorize_leaves_the_corpus_as_saved(tmp_path):
     assert [document.id for document in store.pipeline("books").documents] == ["a"]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_busy_server_within_seconds(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"

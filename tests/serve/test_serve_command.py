@@ -53,6 +53,7 @@ def test_the_startup_line_says_how_the_server_is_exposed():
     assert exposure("::", 8000, None, hosts).startswith("WARNING: serving http://[::]:8000")
 
 
+@pytest.mark.slow
 def test_serve_refuses_bad_arguments_before_loading_models(tmp_path):
     result = subprocess.run([sys.executable, "-m", "memorag.cli", "serve", "--store", str(tmp_path), "--port",
                              "70000"], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -21,6 +21,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
 
 
+@pytest.mark.slow
 def test_debug_config_trains_through_accelerate_launch_and_the_loss_falls(tmp_path):
     if ACCELERATE is None:
         pytest.skip("accelerate is not installed")
@@ -45,6 +46,7 @@ def test_debug_config_trains_through_accelerate_launch_and_the_loss_falls(tmp_pa
     assert (tmp_path / "run" / "checkpoint-24").is_dir() and (tmp_path / "run" / "final").is_dir()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["train/pretrain.py", "train/sft.py", "train/evaluate.py", "train/build_clue_data.py"])
 def test_scripts_answer_help(script):
     done = subprocess.run([PYTHON, script, "--help"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
@@ -61,6 +63,7 @@ def test_a_bad_key_is_a_clear_error(tmp_path):
     assert "unknown key 'optim.learning_rate'" in done.stderr and "did you mean 'lr'" not in done.stdout
 
 
+@pytest.mark.slow
 def test_python_launch_and_the_evaluate_script(tmp_path):
     run_dir = tmp_path / "run"
     common = ["--config", "configs/debug.yaml", f"checkpoint.output_dir={run_dir}", "logging.progress_bar=false"]
@@ -113,6 +116,7 @@ def test_two_process_ddp_on_cpu_trains_and_resumes_exactly(tmp_path):
         assert resumed[step] == pytest.approx(straight[step], rel=1e-6), step
 
 
+@pytest.mark.slow
 def test_the_debug_sft_config_trains_on_the_shipped_samples(tmp_path):
     """configs/debug-sft.yaml (named in train/sft.py) over examples/sft_debug.jsonl, as the README runs it."""
     run_dir = tmp_path / "sft"
@@ -130,6 +134,7 @@ def test_the_debug_sft_config_trains_on_the_shipped_samples(tmp_path):
     assert (run_dir / "final" / "memory_weights.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_sft_refuses_a_pass_in_which_no_sample_fits_instead_of_hanging(tmp_path):
     done = subprocess.run([PYTHON, "train/sft.py", "--config", "configs/debug-sft.yaml",
                            f"checkpoint.output_dir={tmp_path / 'sft'}", "logging.progress_bar=false",

@@ -119,6 +119,7 @@ def _checkout_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.slow
 def test_the_script_writes_the_card_only(sft_weights, tmp_path):
     out = tmp_path / "card.md"
     done = subprocess.run([sys.executable, "train/publish.py", "--weights", str(sft_weights), "--repo", "team/x",
@@ -131,6 +132,7 @@ def test_the_script_writes_the_card_only(sft_weights, tmp_path):
     assert helped.returncode == 0 and "--card-only" in helped.stdout
 
 
+@pytest.mark.slow
 def test_a_local_folder_holds_weights_card_runs_and_evaluations(sft_weights, tmp_path):
     run = tmp_path / "run"
     run.mkdir()

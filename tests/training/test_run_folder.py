@@ -42,6 +42,7 @@ def no_model(monkeypatch):
     monkeypatch.setattr(trainer_module, "build_model", refuse)
 
 
+@pytest.mark.slow
 def test_a_second_process_on_a_folder_is_refused_and_a_killed_runs_lock_is_taken_over(tmp_path, capsys):
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}

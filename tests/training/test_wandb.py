@@ -40,6 +40,7 @@ def test_run_ids_look_like_wandb_ids():
     assert all(re.fullmatch(r"[a-z0-9]{8}", run_id) for run_id in ids)
 
 
+@pytest.mark.slow
 def test_a_debug_pretraining_run_logs_to_an_offline_wandb_run_and_resumes_it(tmp_path):
     _require_wandb()
     output, home = tmp_path / "run", tmp_path / "wandb-home"
