@@ -10,7 +10,10 @@ One base with random weights of the named shape (memorag.benchmarking.shapes), o
 2. transformers' `generate` on the same base, over a prompt as long as the memory's
    entries plus the same prompt, with its static cache and with its dynamic cache;
 3. the memory model decoding three prompts as one batch over the memory (the clue
-   stage writes its three clue kinds so; random prompts of 0, 8 and 16 tokens more).
+   stage writes its three clue kinds so; random prompts of 0, 8 and 16 tokens more);
+4. with `--compile`, one prompt and then the three as one batch through the compiled
+   step (the batch with shared matrix products, `exact=False`: memory/shared_buffers.py),
+   each compiled by an untimed decode first.
 
 Every decoding is forced to its full length (`min_new_tokens`); a step's time is between
 two device synchronizations (memorag/benchmarking/clock.py); the first `--warmup-steps`
@@ -119,6 +122,14 @@ def run(args: argparse.Namespace) -> dict:
                 prompt, memory, max_new_tokens=steps, min_new_tokens=steps, streamer=clock), 1,
                 memory.nbytes + window_bytes)
             rows[-1]["compile_s"] = compile_s
+            # the three prompts as one batch through the compiled step (memory/shared_buffers.py: shared products)
+            batch_compile_s, _ = device.seconds(lambda: model.generate_ids_batch(
+                prompts, memory, max_new_tokens=steps, min_new_tokens=steps, exact=False))
+            measure(f"memory model, compiled step ({args.compile}), 3 prompts as one batch",
+                    lambda clock: model.generate_ids_batch(prompts, memory, max_new_tokens=steps, min_new_tokens=steps,
+                                                           streamer=clock, exact=False),
+                    len(prompts), len(prompts) * (memory.nbytes + window_bytes))
+            rows[-1]["compile_s"] = batch_compile_s
     by_variant = {row["variant"]: row for row in rows}
     compiled = [row for row in rows if row["variant"].startswith("memory model, compiled")]
     ours = by_variant["memory model"]["ms_per_step"]

@@ -250,12 +250,12 @@ def test_each_package_imports_first(package):
     assert importlib.import_module(package)
 
 
-# Inside memorag.memory, the helpers of `MemoryModel` (its loaders, decoding, batching, memorizing, window
+# Inside memorag.memory, the helpers of `MemoryModel` (its loaders, decoding, batching, shared decoding buffers, memorizing, window
 # loop, identity) name the class in type hints only, under `if TYPE_CHECKING:`; model.py imports
 # them. Those type-only imports are the one kind of cycle the package allows, from these modules.
 MEMORY_MODEL = "memorag.memory.model"
 TYPED_WITH_THE_MODEL = {"batch", "checkpoint", "decoding", "identity", "loading", "lowrank", "memorizing", "released",
-                        "windows"}
+                        "shared_buffers", "windows"}
 
 
 def _is_type_checking(node: ast.AST) -> bool:

@@ -266,7 +266,8 @@ def _folded_attention(query, key, value, scale: float, bias: torch.Tensor | None
     groups = heads // kv_heads
     folded = query.reshape(batch, kv_heads, groups * num_queries, dim)  # [B, H_kv, g * Tq, d]
     scores = torch.matmul(folded, key.transpose(2, 3)).float() * scale  # [B, H_kv, g * Tq, S]
-    if bias is not None:  # row g_i * Tq + t of the folded rows takes bias[t]
+    if bias is not None:  # row g_i * Tq + t of the folded rows takes bias[t] (bias[b, t]: each sequence its own)
+        bias = bias[:, None, None] if bias.dim() == 3 else bias  # [B, 1, 1, Tq, S]
         scores = (scores.view(batch, kv_heads, groups, num_queries, -1) + bias).view(scores.shape)
     weights = torch.softmax(scores, dim=-1).to(value.dtype)
     out = torch.matmul(weights, value).reshape(batch, heads, num_queries, dim)  # [B, H, Tq, d]
@@ -276,13 +277,15 @@ def _folded_attention(query, key, value, scale: float, bias: torch.Tensor | None
 def attend_bucket(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor,
                   scale: float, grouped: bool) -> torch.Tensor:
     """A decoding step's dispatch: `query` [B, H, Tq, d] over whole cache buffers `key`/`value`
-    [B, H_kv, C, d] with the additive `bias` [Tq, C] (`bucket_bias`). Every shape depends on the capacity C,
+    [B, H_kv, C, d] with the additive `bias` [Tq, C] (`bucket_bias`), or [B, Tq, C] (each sequence its own). Every shape depends on the capacity C,
     not on the length, so kernels (and a CUDA backend's execution plans) are reused token after
     token. CPU: the folded matmul-softmax; elsewhere one SDPA call with the bias as its mask. `grouped`:
     fewer key/value heads than query heads, given as a constant (compared here under torch.compile with
     dynamic shapes, the head counts give a SymBool that SDPA refuses). Returns [B, Tq, H, d]."""
     if query.device.type == "cpu":
         return _folded_attention(query, key, value, scale, bias)
+    if bias.dim() == 3:
+        bias = bias[:, None]  # [B, 1, Tq, C]: every head of a sequence
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=scale, enable_gqa=grouped)
     return out.transpose(1, 2)
 

@@ -35,8 +35,8 @@ class BufferStep:
 
     keys: list[torch.Tensor]  # per layer [B, H_kv, C, d], written in place
     values: list[torch.Tensor]
-    write_rows: torch.Tensor  # [T] the buffer rows of the step's rows
-    bias: torch.Tensor  # [T, C] 0 where a row may attend, -inf elsewhere
+    write_rows: torch.Tensor  # [T] the buffer rows of the step's rows; [B, T] each sequence its own
+    bias: torch.Tensor  # [T, C] 0 where a row may attend, -inf elsewhere; [B, T, C] each sequence its own
     rows: RowSplit | None  # which of the T rows is the memory token (None: one raw row)
     dtype: torch.dtype  # the cache's dtype (the base model's), so all rows agree
     grouped: bool  # grouped-query attention (fewer key/value heads than query heads): a constant,
@@ -49,8 +49,13 @@ class BufferStep:
         """Write the step's `key`/`value` [B, H_kv, T, d] into `layer`'s buffers and attend `query`
         [B, H, T, d] over the whole buffers; [B, T, H, d]."""
         keys, values = self.keys[layer], self.values[layer]
-        keys.index_copy_(2, self.write_rows, key)
-        values.index_copy_(2, self.write_rows, value)
+        if self.write_rows.dim() == 1:
+            keys.index_copy_(2, self.write_rows, key)
+            values.index_copy_(2, self.write_rows, value)
+        else:  # each sequence writes its own rows (memory/shared_buffers.py)
+            rows = self.write_rows[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # [B, H_kv, T, d]
+            keys.scatter_(2, rows, key)
+            values.scatter_(2, rows, value)
         return attend_bucket(query, keys, values, self.bias, scale, self.grouped)
 
 
@@ -78,7 +83,7 @@ class CompiledDecoding:
             torch._dynamo.mark_dynamic(buffer, 2)  # the capacity: one graph for every size the buffers grow to
             if self.uses_cuda_graphs:  # written in place inside a CUDA graph: the address must not change
                 torch._dynamo.mark_static_address(buffer)
-        torch._dynamo.mark_dynamic(context.bias, 1)
+        torch._dynamo.mark_dynamic(context.bias, context.bias.dim() - 1)
         if not self.uses_cuda_graphs:
             return self._compiled(hidden, positions, context)
         # a CUDA graph's output lives in memory its next replay overwrites: the caller may keep it

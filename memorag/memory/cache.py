@@ -59,6 +59,7 @@ class MemoryCache:
         self.rotated_keys = rotated_keys
         self.reserve = reserve  # extra rows allocated at the next growth (a known prompt length)
         self.positions: torch.Tensor | None = None  # [length], kept only when keys are unrotated
+        self.shared = None  # the SharedBuffers whose rows this cache's buffers are (memory/shared_buffers.py)
 
     @classmethod
     def continuing(cls, keys: list[torch.Tensor], values: list[torch.Tensor], state: ScheduleState, rotate: Rotate,

@@ -32,6 +32,7 @@ from memorag.stop_tokens import stop_token_ids
 
 from .batch import feed_batch
 from .cache import MemoryCache
+from .shared_buffers import SharedBuffers
 
 if TYPE_CHECKING:
     from .model import MemoryModel
@@ -202,13 +203,18 @@ def decode(
                              f"(it needs a cache that can be reordered or replaced); leave {key} out")
     if on_token is not None and len(prompts) > 1:
         raise ValueError("on_token streams one sequence; decode the prompts one by one, or pass a streamer")
-    if len(prompts) > 1 and model.decoding_compiled:
-        # the compiled step reads one sequence; an exact batch's replies equal one-by-one decoding anyway
+    if len(prompts) > 1 and model.decoding_compiled and exact:
+        # the compiled batch shares matrix products among the prompts (memory/shared_buffers.py); an exact batch's
+        # replies equal one-by-one decoding, so its prompts go through the compiled step one after another
         logger.info("decoding %d prompts one after another through the compiled decoding step", len(prompts))
         return [decode(model, [ids], memory, [ratio], max_new_tokens, do_sample, temperature, top_p, seed, None,
                        dict(generate_kwargs))[0] for ids, ratio in zip(prompts, ratios, strict=True)]
     stops = stop_token_ids(model.tokenizer, model.base_model)
-    caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
+    if len(prompts) > 1 and model.decoding_compiled:  # one batch through the compiled step
+        longest = max(len(ids) for ids in prompts) + max_new_tokens
+        caches = SharedBuffers.allocate(model, memory, len(prompts), longest).caches
+    else:
+        caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
     cache = MemoryKVCache(caches, [model.ratio_function(ratio) for ratio in ratios], stops, exact=exact)
     width = max(len(ids) for ids in prompts)
     pad = stops[0] if stops else 0
@@ -225,8 +231,9 @@ def decode(
         logger.info("decoding %d prompts as one batch over the memory (packed rows, one working copy of the "
                     "memory each, linear layers per prompt: the replies equal one-by-one decoding)", len(prompts))
     elif len(prompts) > 1:
-        logger.warning("decoding %d prompts as one batch with shared matrix products (exact=False): a reply can "
-                       "differ from one-by-one decoding where two tokens (nearly) tie", len(prompts))
+        logger.warning("decoding %d prompts as one batch with shared matrix products (exact=False%s): a reply can "
+                       "differ from one-by-one decoding where two tokens (nearly) tie", len(prompts),
+                       ", through the compiled step" if model.decoding_compiled else "")
     decoder = MemoryDecoder(model)
     with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
         if seed is not None:

@@ -209,6 +209,10 @@ class MemoryModel(nn.Module):
         """
         if not inputs:
             raise ValueError("a step needs at least one piece to read")
+        shared = inputs[0].cache.shared
+        if self._compiled_decoding is not None and shared is not None and shared.serves(inputs):
+            outputs = shared.step(self, inputs, self._compiled_decoding)  # several prompts' decoding round
+            return outputs if keep_hidden else [None] * len(inputs)
         parts = [self._piece_rows(item) for item in inputs]
         if len(parts) == 1:
             part = parts[0]
