@@ -68,6 +68,18 @@ def perturb_memory_parameters(model: MemoryModel, seed: int = 0, scale: float = 
             param.add_(torch.randn(param.shape, generator=generator) * scale)
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches and counters empty before and after the test (the compiled-step tests count graphs)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+
+
 def random_ids(length: int, batch: int = 1, seed: int = 0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(2, VOCAB, (batch, length), generator=generator)

@@ -18,13 +18,7 @@ from torch._dynamo.utils import counters
 
 from .conftest import random_ids, tiny_memory_model
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _decode_token_by_token(model, ids: torch.Tensor, start: int, reserve: int, after_warmup=None) -> torch.Tensor:

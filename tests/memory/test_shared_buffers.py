@@ -20,13 +20,7 @@ from memorag.memory.shared_buffers import SharedBuffers
 
 from .conftest import random_ids, tiny_memory_model
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _prompts() -> list[list[int]]:
