@@ -211,8 +211,12 @@ class MemoryModel(nn.Module):
             raise ValueError("a step needs at least one piece to read")
         shared = inputs[0].cache.shared
         if self._compiled_decoding is not None and shared is not None and shared.serves(inputs):
-            outputs = shared.step(self, inputs, self._compiled_decoding)  # several prompts' decoding round
-            return outputs if keep_hidden else [None] * len(inputs)
+            # several prompts' decoding round, one batch through the compiled step (memory/shared_buffers.py)
+            hidden, positions, context, rows = shared.round(self, inputs, self._grouped_attention)
+            out = self._compiled_decoding(hidden, positions, context)  # [P, T, D]
+            for item in inputs:
+                self._commit(item)
+            return [out[row : row + 1, :1] if keep_hidden else None for row in rows]
         parts = [self._piece_rows(item) for item in inputs]
         if len(parts) == 1:
             part = parts[0]

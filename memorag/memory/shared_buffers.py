@@ -93,8 +93,12 @@ class SharedBuffers:
                 and all(item.cache.shared is self and item.piece.num_raw == 1 and item.input_ids.shape[0] == 1
                         for item in inputs))
 
-    def step(self, model: MemoryModel, inputs: Sequence[StepInput], run_layers) -> list[torch.Tensor]:
-        """One decoding round (see the module's docstring); each input's raw row's last hidden state [1, 1, D]."""
+    def round(self, model: MemoryModel, inputs: Sequence[StepInput], grouped: bool
+              ) -> tuple[torch.Tensor, torch.Tensor, BufferStep, list[int]]:
+        """One decoding round's rows (see the module's docstring): the input states [P, T, D], positions [P, T],
+        the step's context and, per input, its prompt's row of the batch (whose row 0 is its raw row's output).
+        `grouped`: the base has fewer key/value heads than query heads. `MemoryModel.step` runs the layers over
+        them and commits each input's piece."""
         first = self.keys[0]
         for index, cache in enumerate(self.caches):
             if cache.keys[0].data_ptr() != first[index].data_ptr():
@@ -132,15 +136,9 @@ class SharedBuffers:
             memory_rows = model.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], 1, -1)
             hidden = split.merge(hidden, memory_rows)  # [P, 2, D]
         positions = torch.tensor(written, device=device)  # [P, T]
-        context = BufferStep(self.keys, self.values, positions, torch.stack(biases), split, dtype,
-                             model._grouped_attention)
-        out = run_layers(hidden, positions, context)  # [P, T, D]
-        outputs = []
-        for item in inputs:
-            p = next(index for index, cache in enumerate(self.caches) if cache is item.cache)
-            outputs.append(out[p : p + 1, :1])
-            model._commit(item)
-        return outputs
+        context = BufferStep(self.keys, self.values, positions, torch.stack(biases), split, dtype, grouped)
+        index = {id(cache): row for row, cache in enumerate(self.caches)}
+        return hidden, positions, context, [index[id(item.cache)] for item in inputs]
 
 
 # the row split of a round that brings memory rows: row 0 raw, row 1 memory (per device)
