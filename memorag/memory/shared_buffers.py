@@ -27,6 +27,7 @@ compiled step one after another.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import torch
@@ -132,7 +133,7 @@ class SharedBuffers:
         hidden = model.embed_tokens(input_ids)  # [P, 1, D]
         split = None
         if rows == 2:
-            split = _RAW_THEN_MEMORY.setdefault(device, RowSplit.of([0], [1], device=device))
+            split = _raw_then_memory(torch.device(device))
             memory_rows = model.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], 1, -1)
             hidden = split.merge(hidden, memory_rows)  # [P, 2, D]
         positions = torch.tensor(written, device=device)  # [P, T]
@@ -141,6 +142,9 @@ class SharedBuffers:
         return hidden, positions, context, [index[id(item.cache)] for item in inputs]
 
 
-# the row split of a round that brings memory rows: row 0 raw, row 1 memory (per device)
-_RAW_THEN_MEMORY: dict[torch.device, RowSplit] = {}
+@lru_cache(maxsize=4)
+def _raw_then_memory(device: torch.device) -> RowSplit:
+    """The row split of a round that brings memory rows: row 0 raw, row 1 memory (built once per device)."""
+    with torch.inference_mode(False), torch.no_grad():
+        return RowSplit.of([0], [1], device=device)
 
