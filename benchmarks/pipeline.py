@@ -119,8 +119,9 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
         rag.memory_model.compile_decoding(False)
     medians = {decoding: statistics.median(values) for decoding, values in seconds.items()}
     same = {decoding: replies[decoding] == replies["one-by-one"] for decoding in seconds}
-    print(f"\nclue stage ({len(replies['one-by-one'])} kinds, {rag.config.clue_max_new_tokens} new tokens at most), "
-          f"median of {rounds} interleaved rounds\n")
+    dtype = str(rag.memory_model.base_dtype).removeprefix("torch.")
+    print(f"\nclue stage ({len(replies['one-by-one'])} kinds, {rag.config.clue_max_new_tokens} new tokens at most, "
+          f"memory model in {dtype}), median of {rounds} interleaved rounds\n")
     print("| decoding | median s | runs (s) | replies equal one-by-one |\n|---|---|---|---|")
     for decoding in seconds:
         runs = ", ".join(f"{value:.2f}" for value in seconds[decoding])
@@ -140,6 +141,7 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
         "compile_mode": compile_mode, "compile_s": None if compile_s is None else round(compile_s, 3),
         "replies": replies,
         "memory_weights": weights_description(rag),
+        "memory_model_dtype": dtype,
         "machine": machine_record(load_before),
         "note": "rounds interleave the decodings, so a busy spell on a shared machine slows each alike",
     }
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {"chunk_tokens": rag.config.chunk_tokens, "evidence_tokens": rag.config.evidence_tokens,
                      "clue_kinds": rag.config.clue_kinds, "clue_max_new_tokens": rag.config.clue_max_new_tokens},
         "memory_weights": weights_description(rag),
+        "memory_model_dtype": str(rag.memory_model.base_dtype).removeprefix("torch."),
         "machine": machine_record(load_before),
         "device": device.record(),
         "note": "timings on a shared CPU machine vary with its load (see the load averages)",

@@ -7,8 +7,10 @@ embedder always follow the same settings:
 - `device`: "auto" (a CUDA GPU when torch sees one, else the CPU), "cpu", "cuda",
   "cuda:N" or "mps". A causal LM is placed whole on that device (transformers'
   `device_map={"": device}`); the embedder is put there too.
-- `dtype`: "auto" (the checkpoint's own for causal LMs; float32 for the embedder),
-  "float32", "bfloat16" or "float16" (short names fp32, bf16, fp16 are accepted).
+- `dtype`: "auto" (the checkpoint's own for causal LMs, except on a CPU without native
+  instructions for it, where a bf16/fp16 model that fits computes in float32:
+  memorag/cpu_dtype.py; float32 for the embedder), "float32", "bfloat16" or "float16"
+  (short names fp32, bf16, fp16 are accepted).
 - `quantize`: None, "4bit" (NF4 with double quantization) or "8bit" (LLM.int8), through
   bitsandbytes, for the causal LMs only (the embedder is small and stays unquantized).
   bitsandbytes needs a CUDA GPU: on a machine without one this fails with an error that
@@ -200,7 +202,8 @@ def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
                        help="auto (CUDA when present, else CPU), cpu, cuda, cuda:N or mps; the memory model, a local "
                             "generator and the embedder all load there")
     group.add_argument("--dtype", metavar="DTYPE",
-                       help="auto (the checkpoint's own; float32 for the embedder), float32, bfloat16 or float16")
+                       help="auto (the checkpoint's own, but float32 on a CPU without native bf16/fp16 instructions; "
+                            "float32 for the embedder), float32, bfloat16 or float16")
     bits = group.add_mutually_exclusive_group()
     bits.add_argument("--load-in-4bit", action="store_true",
                       help="load the memory model and a local generator in 4 bits (NF4; needs a CUDA GPU and "

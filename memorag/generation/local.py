@@ -88,14 +88,14 @@ class LocalGenerator(Generator):
         and bitsandbytes): see `memorag.placement`."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from memorag.cpu_dtype import settle_auto_dtype
         from memorag.models import EMBEDDED_LM, is_embedded_lm, resolve_lm
         from memorag.placement import Placement
 
         load_kwargs = Placement.resolve(device, dtype, quantize).lm_kwargs()
         path = resolve_lm(name_or_path)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
-        model.eval()
+        model = settle_auto_dtype(AutoModelForCausalLM.from_pretrained(path, **load_kwargs), load_kwargs).eval()
         name = EMBEDDED_LM if is_embedded_lm(name_or_path) else os.fspath(name_or_path)
         return cls(model, tokenizer, name=name, **kwargs)
 

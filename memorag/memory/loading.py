@@ -31,6 +31,7 @@ def load_memory_model(
     """`MemoryModel.from_pretrained` (see its docstring): `cls` built over the loaded base, with its memory weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from memorag.cpu_dtype import settle_auto_dtype
     from memorag.embedded import resolve_lm
 
     from .checkpoint import load_memory_weights, read_memory_weights_config
@@ -74,7 +75,7 @@ def load_memory_model(
     tokenizer = _load_tokenizer(path)
     with _quiet_unused_weights(released):
         base_model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
-    base_model.eval()
+    base_model = settle_auto_dtype(base_model, load_kwargs).eval()
     model = cls(base_model, config=config, tokenizer=tokenizer, name=_display_name(name, path))
     if released:
         load_released_memory_weights(model, _local_folder(path))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from memorag.pipeline.persistence import (
     read_manifest,
     save_pipeline,
     saved_embedder_name,
+    saved_memory_dtype,
     saved_settings,
 )
 from memorag.pipeline.types import (
@@ -89,6 +91,7 @@ class MemoRAG:
         self._modes: dict[str, Mode] = {}
         self._prepared: dict[str, int] = {}
         self._placement: Placement | None = None
+        self._memory_dtype: str | None = None  # a loaded save's, where dtype is "auto" (see `load`)
         set_threads(self.config.threads)
         # labelled questions of the same task for the cic mode's examples (none: it makes its own from the corpus)
         self.few_shot: list[FewShotExample] = []
@@ -107,9 +110,12 @@ class MemoRAG:
         if self._memory_model is None:
             from memorag.memory import MemoryModel
 
+            placement = self.placement
+            if self._memory_dtype is not None and placement.dtype == "auto":
+                placement = replace(placement, dtype=self._memory_dtype)
             self._memory_model = MemoryModel.from_pretrained(
                 self.config.memory_model, memory_weights=self.config.memory_weights, config=self.config.memory,
-                **self.placement.lm_kwargs(),
+                **placement.lm_kwargs(),
             )
         if self.config.compile_decoding is not None and not self._memory_model.decoding_compiled:
             mode = self.config.compile_decoding
@@ -438,6 +444,9 @@ class MemoRAG:
         config = saved_settings(root, manifest, overrides, memory_model_given=memory_model is not None)
         rag = cls(config, memory_model=memory_model, embedder=embedder, embedder_name=embedder_name,
                   generator=generator)
+        # under dtype "auto" the memory model runs in the dtype the save's memory was memorized in, which "auto"
+        # may not pick on this machine (memorag/cpu_dtype.py)
+        rag._memory_dtype = saved_memory_dtype(root)
         asked = embedder_name if embedder is not None else label_embedder(config.embedder)
         saved_embedder = saved_embedder_name(root, manifest, None if embedder is not None and embedder_name is None
                                              else asked)

@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CHUNKS", "DOCUMENTS", "FORMAT", "FORMAT_VERSION", "INDEX", "MANIFEST", "MEMORY", "REMEDY",
            "check_memory_dtype", "check_save_target", "check_saved_identity", "foreign_files", "is_saved_pipeline",
-           "open_index", "read_manifest", "save_pipeline", "saved_embedder_name", "saved_settings", "seal"]
+           "open_index", "read_manifest", "save_pipeline", "saved_embedder_name", "saved_memory_dtype",
+           "saved_settings", "seal"]
 
 FORMAT = "memorag-pipeline"
 FORMAT_VERSION = 2  # 2: every file listed, the memory recorded, the manifest sealed
@@ -147,6 +148,18 @@ def saved_settings(root: Path, manifest: dict, overrides: Mapping[str, Any], *,
                 "there; pass memory_weights (--memory-weights) with their new place"
             )
     return config_from_dict(PipelineConfig, settings)
+
+
+def saved_memory_dtype(root: Path) -> str | None:
+    """The dtype the save's memory was memorized in, from its manifest (None: no memory, or unreadable:
+    loading it says what is wrong)."""
+    from memorag.memory.state import MANIFEST as MEMORY_MANIFEST
+
+    try:
+        dtype = json.loads((root / MEMORY / MEMORY_MANIFEST).read_text(encoding="utf-8")).get("dtype")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return dtype if isinstance(dtype, str) else None
 
 
 def saved_embedder_name(root: Path, manifest: dict, asked: str | None) -> str | None:

@@ -81,7 +81,7 @@ class PipelineConfig:
     repetition_penalty: float = 1.1  # local generators; small models loop without it
     # where and in what precision the models run (memorag/placement.py; free to change between runs)
     device: str = "auto"  # auto: CUDA when present, else CPU; or cpu, cuda, cuda:N, mps
-    dtype: str = "auto"  # auto: the checkpoint's own (the embedder's float32); or float32, bfloat16, float16
+    dtype: str = "auto"  # auto: the checkpoint's own (memorag/cpu_dtype.py on the CPU; the embedder's float32)
     quantize: str | None = None  # 4bit or 8bit (bitsandbytes, CUDA only): the memory model and a local generator
     threads: int | None = None  # CPU threads of torch and faiss; None: the process's default
     # the memory model's decoding step compiled whole (memorag/memory/buffer_step.py) in this torch.compile mode:

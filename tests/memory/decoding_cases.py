@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+
 from memorag.memory import MemoryModel
 
 HERE = Path(__file__).resolve().parent
@@ -66,7 +68,7 @@ def record() -> dict:
                                 for p in TINY_PROMPTS],
                 "no_memory": model.generate_ids(list(TINY_PROMPTS[1]), max_new_tokens=TINY_NEW_TOKENS)}
         result["tiny"][case["name"]] = runs
-    model = MemoryModel.from_pretrained("embedded")
+    model = MemoryModel.from_pretrained("embedded", dtype=torch.bfloat16)  # "auto" is float32 on some CPUs
     memory = model.memorize(embedded_context())
     result["embedded"] = {
         "memory_tokens": memory.num_tokens,

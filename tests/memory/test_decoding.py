@@ -127,7 +127,7 @@ def test_a_batch_equals_one_by_one_decoding(case):
 def embedded():
     from memorag.memory import MemoryModel
 
-    model = MemoryModel.from_pretrained("embedded")
+    model = MemoryModel.from_pretrained("embedded", dtype=torch.bfloat16)  # the pinned ids are bf16's on every CPU
     memory = model.memorize(cases.embedded_context(), show_progress=False)
     return model, memory
 
