@@ -9,20 +9,11 @@ import torch
 from memorag import cpu_dtype
 from memorag.pipeline import MemoRAG
 from memorag.pipeline.persistence import ManifestMismatchError
-from tests.memory.conftest import tiny_base
-from tests.memory.test_persistence import tiny_tokenizer
+from tests.memory.test_cpu_dtype import half_base_folder  # noqa: F401 - fixture
 
 from .conftest import TEST_SETTINGS, FakeEchoGenerator, FakeHashEmbedder, topic
 
 MEMORY = {"window": 16, "ratios": [4]}
-
-
-@pytest.fixture
-def bf16_base(tmp_path):
-    folder = tmp_path / "base"
-    tiny_base("llama").to(torch.bfloat16).save_pretrained(folder)
-    tiny_tokenizer().save_pretrained(folder)
-    return str(folder)
 
 
 def rag_over(base: str, **settings) -> MemoRAG:
@@ -30,7 +21,8 @@ def rag_over(base: str, **settings) -> MemoRAG:
                    generator=FakeEchoGenerator(), **{**TEST_SETTINGS, **settings})
 
 
-def test_a_bf16_save_loads_in_bf16_where_auto_picks_float32(bf16_base, tmp_path, monkeypatch):
+def test_a_bf16_save_loads_in_bf16_where_auto_picks_float32(half_base_folder, tmp_path, monkeypatch):  # noqa: F811
+    bf16_base = half_base_folder
     monkeypatch.setattr(cpu_dtype, "native_on_cpu", lambda dtype: True)  # the machine it was memorized on
     rag = rag_over(bf16_base)
     rag.memorize(topic(0))
