@@ -27,8 +27,11 @@ and for decoding the bytes a token must read at the copy rate (`decode_bound_s`)
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,9 +129,29 @@ def measure_peaks(dtype_name: str, shape: Shape = Shape(), window: int = 1024, m
             "copy_bytes_per_s": _copy_rate((copy_mb or (1024 if cuda else 256)) * 2**20, where, repeats)}
 
 
+GEMM_PROBE = 512  # the side of the first, small product that says how fast this dtype multiplies here
+GEMM_BUDGET_S = 2.0  # the longest one timed product may take
+
+
+def gemm_side(size: int, probe_rate: float, budget_s: float = GEMM_BUDGET_S) -> int:
+    """`size` halved until one size^3 product takes at most `budget_s` at `probe_rate` FLOP/s (not below
+    GEMM_PROBE): a CPU without native instructions for a dtype (bf16 on AVX2) multiplies a 4096-side
+    product in minutes, and the peak's timing would stall the benchmark that asked for it."""
+    while size > GEMM_PROBE and 2.0 * size**3 / probe_rate > budget_s:
+        size //= 2
+    return size
+
+
 def _gemm_rate(size: int, dtype, where, repeats: int) -> float:
     import torch
 
+    if size > GEMM_PROBE:
+        probe = torch.randn(GEMM_PROBE, GEMM_PROBE, dtype=dtype, device=where)
+        fitted = gemm_side(size, _rate(lambda: probe @ probe, 2.0 * GEMM_PROBE**3, where, 1))
+        if fitted < size:
+            logger.warning("the %s GEMM peak is timed at side %d, not %d: a %d-side product would take more than "
+                           "%.0f s here", dtype, fitted, size, size, GEMM_BUDGET_S)
+        size = fitted
     a = torch.randn(size, size, dtype=dtype, device=where)
     b = torch.randn(size, size, dtype=dtype, device=where)
     return _rate(lambda: a @ b, 2.0 * size**3, where, repeats)

@@ -11,7 +11,7 @@ from memorag.benchmarking.clock import TokenClock
 from memorag.benchmarking.device import BenchDevice, add_device_options, short_dtype
 from memorag.benchmarking.shapes import SHAPES, random_base
 from memorag.placement import PlacementError
-from memorag.roofline import Shape, decode_bound_s, measure_peaks
+from memorag.roofline import Shape, decode_bound_s, gemm_side, measure_peaks
 from tests.fake_gpu import no_gpu  # noqa: F401 - a fixture, used by name
 
 
@@ -78,6 +78,14 @@ def test_peaks_and_decode_bound_on_the_cpu():
     peaks = measure_peaks("float32", Shape(64, 4, 2, 16, 128, 2), window=32, memory=64, gemm_size=64, copy_mb=4)
     assert set(peaks) == {"gemm", "attention", "copy_bytes_per_s"} and min(peaks.values()) > 0
     assert decode_bound_s(3e6, 1e6, {"copy_bytes_per_s": 2e9}) == pytest.approx(2e-3)
+
+
+def test_the_gemm_peak_shrinks_its_product_to_fit_its_time():
+    # 1 GFLOP/s (bf16 on an AVX2-only CPU): a 4096-side product would take 137 s; 1024 takes 2.1 s, 512 0.27 s
+    assert gemm_side(4096, 1e9) == 512
+    assert gemm_side(4096, 1e9, budget_s=2.2) == 1024
+    assert gemm_side(4096, 1e12) == 4096  # 0.14 s at 1 TFLOP/s: kept
+    assert gemm_side(256, 1.0) == 256  # never below the probe's side, nor above what was asked
 
 
 @pytest.mark.cuda
