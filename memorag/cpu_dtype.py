@@ -4,8 +4,9 @@
 float16). A CPU computes those natively only with the matching instructions (AMX or
 AVX-512 BF16 for bfloat16, AMX-FP16 for float16); elsewhere (AVX2-only CPUs, such as
 most AMD EPYC and older Xeon ones) every matrix product converts them and runs several
-times slower than in float32: on a 2-core AMD EPYC the embedded model memorizes the demo
-text 5.1x faster in float32 (13.7 s against 70.2 s). So on such a CPU "auto" computes in
+times slower than in float32: on a 2-core AMD EPYC the embedded model memorizes 4,096
+tokens 5.1x faster in float32 (13.3 s against 67.5 s, raw output in
+benchmarks/results/cpu-dtype-amd-2026-11-26/). So on such a CPU "auto" computes in
 float32, as long as the float32 weights take at most a quarter of the machine's memory;
 a larger model keeps its checkpoint's dtype. An explicit dtype is always kept.
 """

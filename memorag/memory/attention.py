@@ -278,8 +278,8 @@ def attend_bucket(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, b
                   scale: float, grouped: bool) -> torch.Tensor:
     """A decoding step's dispatch: `query` [B, H, Tq, d] over whole cache buffers `key`/`value`
     [B, H_kv, C, d] with the additive `bias` [Tq, C] (`bucket_bias`), or [B, Tq, C] (each sequence its
-    own). Every shape depends on the capacity C, not on the length, so kernels (and a CUDA backend's execution plans) are reused token after
-    token. CPU: the folded matmul-softmax; elsewhere one SDPA call with the bias as its mask. `grouped`:
+    own). Every shape depends on the capacity C, not on the length, so kernels (and a CUDA backend's
+    execution plans) are reused token after token. CPU: the folded matmul-softmax; elsewhere one SDPA call with the bias as its mask. `grouped`:
     fewer key/value heads than query heads, given as a constant (compared here under torch.compile with
     dynamic shapes, the head counts give a SymBool that SDPA refuses). Returns [B, Tq, H, d]."""
     if query.device.type == "cpu":
