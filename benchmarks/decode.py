@@ -14,6 +14,9 @@ One base with random weights of the named shape (memorag.benchmarking.shapes), o
 4. with `--compile`, one prompt and then the three as one batch through the compiled
    step (the batch with shared matrix products, `exact=False`: memory/shared_buffers.py),
    each compiled by an untimed decode first.
+`--variants` picks the rows after the first (`static dynamic batch compiled compiled-batch`,
+all by default), e.g. `--compile reduce-overhead --variants compiled-batch` for the compiled
+batch alone.
 
 Every decoding is forced to its full length (`min_new_tokens`); a step's time is between
 two device synchronizations (memorag/benchmarking/clock.py); the first `--warmup-steps`
@@ -98,6 +101,7 @@ def run(args: argparse.Namespace) -> dict:
         print(_line(row), flush=True)
 
     print(HEADER, flush=True)
+    wanted = set(args.variants)
     with torch.no_grad():
         window_bytes = (args.prompt_tokens + args.warmup_steps) * kv_per_token
         measure("memory model", lambda clock: model.generate_ids(
@@ -105,7 +109,7 @@ def run(args: argparse.Namespace) -> dict:
             memory.nbytes + window_bytes)
         long_prompt = _random_ids(memory.num_entries, vocab, 2) + prompt
         ids = torch.tensor([long_prompt], device=device.torch_device)
-        for cache in ("static", "dynamic"):
+        for cache in [cache for cache in ("static", "dynamic") if cache in wanted]:
             config = GenerationConfig(max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
                                       cache_implementation=cache, eos_token_id=base.config.eos_token_id,
                                       pad_token_id=base.config.eos_token_id)
@@ -113,16 +117,20 @@ def run(args: argparse.Namespace) -> dict:
                 input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config, streamer=clock),
                 1, (len(long_prompt) + args.warmup_steps) * kv_per_token)
         prompts = [prompt + _random_ids(extra, vocab, 3 + extra) for extra in (0, 8, 16)]
-        measure("memory model, 3 prompts as one batch", lambda clock: model.generate_ids_batch(
-            prompts, memory, max_new_tokens=steps, min_new_tokens=steps, streamer=clock), len(prompts),
-            len(prompts) * (memory.nbytes + window_bytes))
-        if args.compile is not None:
+        if "batch" in wanted:
+            measure("memory model, 3 prompts as one batch", lambda clock: model.generate_ids_batch(
+                prompts, memory, max_new_tokens=steps, min_new_tokens=steps, streamer=clock), len(prompts),
+                len(prompts) * (memory.nbytes + window_bytes))
+        if args.compile is not None and "compiled" in wanted:
             compile_s = _compile(model, device, args.compile, prompt, memory, steps)
             measure(f"memory model, compiled step ({args.compile})", lambda clock: model.generate_ids(
                 prompt, memory, max_new_tokens=steps, min_new_tokens=steps, streamer=clock), 1,
                 memory.nbytes + window_bytes)
             rows[-1]["compile_s"] = compile_s
+        if args.compile is not None and "compiled-batch" in wanted:
             # the three prompts as one batch through the compiled step (memory/shared_buffers.py: shared products)
+            if not model.decoding_compiled:
+                model.compile_decoding(mode=None if args.compile == "default" else args.compile)
             batch_compile_s, _ = device.seconds(lambda: model.generate_ids_batch(
                 prompts, memory, max_new_tokens=steps, min_new_tokens=steps, exact=False))
             measure(f"memory model, compiled step ({args.compile}), 3 prompts as one batch",
@@ -131,8 +139,12 @@ def run(args: argparse.Namespace) -> dict:
                     len(prompts), len(prompts) * (memory.nbytes + window_bytes))
             rows[-1]["compile_s"] = batch_compile_s
     by_variant = {row["variant"]: row for row in rows}
-    compiled = [row for row in rows if row["variant"].startswith("memory model, compiled")]
+    compiled = [row for row in rows if row["variant"] == f"memory model, compiled step ({args.compile})"]
     ours = by_variant["memory model"]["ms_per_step"]
+
+    def ours_over(variant: str) -> float | None:
+        return ours / by_variant[variant]["ms_per_step"] if variant in by_variant else None
+
     result = {
         "benchmark": "decode",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -143,12 +155,14 @@ def run(args: argparse.Namespace) -> dict:
         "memory_entries": memory.num_entries, "memory_mb": memory.nbytes / 2**20, "memorize_s": memorize_s,
         "baseline_prompt_tokens": memory.num_entries + args.prompt_tokens,
         "weight_bytes": weights, "peaks": peaks,
-        "memory_over_static": ours / by_variant["transformers static cache"]["ms_per_step"],
-        "memory_over_dynamic": ours / by_variant["transformers dynamic cache"]["ms_per_step"],
+        "variants": args.variants,
+        "memory_over_static": ours_over("transformers static cache"),
+        "memory_over_dynamic": ours_over("transformers dynamic cache"),
         "compiled_over_eager": compiled[0]["ms_per_step"] / ours if compiled else None,
         "rows": rows, "device": device.record(), "machine": machine_record(load_before),
     }
-    print(f"\nmemory model / transformers static cache: {result['memory_over_static']:.2f}x per token; "
+    static = result["memory_over_static"]
+    print(f"\nmemory model / transformers static cache: {'-' if static is None else f'{static:.2f}x'} per token; "
           f"peaks: GEMM {peaks['gemm'] / 1e9:,.0f} GFLOP/s, attention {peaks['attention'] / 1e9:,.0f} GFLOP/s, "
           f"copy {peaks['copy_bytes_per_s'] / 1e9:.1f} GB/s")
     if compiled:
@@ -165,6 +179,8 @@ def _compile(model, device: BenchDevice, mode: str, prompt: list[int], memory, s
                                                            min_new_tokens=steps))
     return seconds
 
+
+VARIANTS = ("static", "dynamic", "batch", "compiled", "compiled-batch")  # the rows after the memory model's own
 
 HEADER = ("| decoding | ms/step | median ms/step | tokens/s | bound ms/step | share of bound | prefill s | "
           "peak MB |\n|---|---|---|---|---|---|---|---|")
@@ -189,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", choices=["default", "reduce-overhead", "max-autotune"],
                         help="also decode through the compiled step (MemoryModel.compile_decoding) in this "
                              "torch.compile mode; compiling is timed apart (reduce-overhead: CUDA graphs)")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
+                        help="which decodings to time beside the memory model's eager one (default: all; "
+                             "the compiled ones need --compile)")
     parser.add_argument("--json", help="where to write the result (default benchmarks/results/decode-HOST.json)")
     args = parser.parse_args(argv)
     result = run(args)

@@ -17,7 +17,9 @@ SmolLM2-135M's; `--embedded` uses the real embedded model); positions are raised
 memorize cell times its context twice in its process: `seconds`, the first time (what
 the first context a process reads costs, the device's per-shape state built on the
 way: CUDA execution plans, allocator pools), and `seconds_again` (what each later
-context of that length costs); `--profile` adds a third run under torch.profiler. The
+context of that length costs); `--profile` adds a third run under torch.profiler;
+`--compile-windows [MODE]` memorizes through compiled layers (memory/compiled_windows.py),
+compiled first by one untimed window. The
 device options (`--device`, `--dtype`, one or more, `--threads`) are the shared ones of
 memorag/benchmarking/device.py. Peak memory is that of the first timed run (CUDA:
 torch.cuda.max_memory_allocated; CPU: peak RSS). Prints a markdown table and writes
@@ -84,6 +86,10 @@ def run_cell(mode: str, length: int, ratio: int, dtype_name: str, args: argparse
             base.config.hidden_size // base.config.num_attention_heads) * torch.finfo(dtype).bits // 8
     else:
         model = MemoryModel(base, MemoryConfig(window=args.window, ratios=[ratio]))
+        if args.compile_windows:  # warmed up by one whole window: its graphs serve every whole window after
+            model.compile_windows(mode=None if args.compile_windows == "default" else args.compile_windows)
+            result["compile_s"] = device.seconds(lambda: model.memorize(ids[0, : args.window].tolist(),
+                                                                       show_progress=False))[0]
         model.memorize(ids[0, :64].tolist(), show_progress=False)  # warm-up
         device.reset_peak_memory()
         seconds, memory = device.seconds(lambda: model.memorize(ids[0].tolist(), show_progress=False))
@@ -105,6 +111,7 @@ def _cell_options(args) -> list[str]:
     """The command-line options a cell's process needs (non-defaults only: see the docstring)."""
     options = ["--embedded"] if args.embedded else []
     options += ["--profile"] if args.profile else []
+    options += ["--compile-windows", args.compile_windows] if args.compile_windows else []
     options += ["--threads", str(args.threads)] if args.threads else []
     for name, default in DEFAULTS.items():
         if getattr(args, name) != default:
@@ -173,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=1, help="runs of each cell (the best time counts)")
     parser.add_argument("--profile", action="store_true",
                         help="print the top operators of one more memorize per cell (on CUDA: kernels by device time too)")
+    parser.add_argument("--compile-windows", nargs="?", const="default", choices=["default", "max-autotune-no-cudagraphs"],
+                        help="memorize through compiled layers (MemoryModel.compile_windows), compiled by one "
+                             "untimed window first (its seconds: compile_s)")
     parser.add_argument("--cell", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.cell:
@@ -207,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
         results.append(row)
         label = f"{row['mode']:8s} {row['dtype']:8s} r={row['ratio'] or '-':<3} {row['tokens']:>6} tok"
         again = f" (again {row['seconds_again']:.2f} s)" if "seconds_again" in row else ""
+        again += f" (compiled in {row['compile_s']:.1f} s)" if "compile_s" in row else ""
         print(f"{label}  {row['seconds']:7.2f} s{again}  {row['tokens_per_s']:7.0f} tok/s  "
               f"peak {row['peak_memory_mb']:6.0f} MB", flush=True)
     print()
@@ -236,7 +247,8 @@ def main(argv: list[str] | None = None) -> None:
     machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": cpu_model(),
                "torch": torch.__version__, **device.record(),
                "weights": "embedded" if args.embedded else f"random ({args.shape} shape)"}
-    settings = {"window": args.window, "shape": "smollm2-135m" if args.embedded else args.shape}
+    settings = {"window": args.window, "shape": "smollm2-135m" if args.embedded else args.shape,
+                "compile_windows": args.compile_windows}
     out.write_text(json.dumps({"machine": machine, "settings": settings, "peaks_flop_per_s": peaks,
                                "results": results}, indent=2))
     print(f"\nwrote {out}")

@@ -136,9 +136,11 @@ def _batch(stage: str, tokenizer, tokens: int, batch: int, target_tokens: int, v
     return ids, labels
 
 
-def build(precision: str, window: int, ratio: int, memory_rank: int, shape: str = "embedded", device: str = "cpu"):
+def build(precision: str, window: int, ratio: int, memory_rank: int, shape: str = "embedded", device: str = "cpu",
+          compile_windows: str | None = None):
     """The memory model as training builds it: the base in `precision` (a torch dtype name), fp32 memory
-    parameters; the embedded model, or random weights of a named shape, on `device`."""
+    parameters; the embedded model, or random weights of a named shape, on `device`; with `compile_windows`
+    (a torch.compile mode, "default" for its default) the window's layers compiled (MemoryModel.compile_windows)."""
     import torch
 
     from memorag.memory import MemoryConfig, MemoryModel
@@ -155,6 +157,8 @@ def build(precision: str, window: int, ratio: int, memory_rank: int, shape: str 
     for parameter in model.memory_parameters().values():
         parameter.data = parameter.data.float()
     model.gradient_checkpointing = True
+    if compile_windows:
+        model.compile_windows(mode=None if compile_windows == "default" else compile_windows)
     return model.train()
 
 
@@ -185,12 +189,11 @@ def time_steps(model, ids, labels, precision: str, steps: int, warmup: int = 1, 
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(warmup):
-        step()
+    warmup_times = [device.seconds(step)[0] for _ in range(warmup)]  # compiled layers compile here
     device.reset_peak_memory()
     times = [device.seconds(step)[0] for _ in range(steps)]
     result = {"seconds": sorted(times)[len(times) // 2], "all_seconds": [round(t, 3) for t in times],
-              "peak_memory_mb": device.peak_memory_mb()}
+              "warmup_seconds": [round(t, 3) for t in warmup_times], "peak_memory_mb": device.peak_memory_mb()}
     if profile:
         table = device.profile(step)
         print(table, flush=True)
@@ -210,7 +213,8 @@ def run_grid(args) -> dict:
     for precision in args.dtype:
         name = short_dtype(precision)
         for window in args.windows:
-            model = build(precision, window, args.ratio, args.memory_rank, args.shape, device.name)
+            model = build(precision, window, args.ratio, args.memory_rank, args.shape, device.name,
+                          args.compile_windows)
             shape = Shape.of(model.base_model.config)
             vocab = model.base_model.config.vocab_size
             peaks.setdefault(name, device.peaks(args, precision, shape, window, 4 * window))
@@ -286,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (after one warm-up step)")
     parser.add_argument("--profile", action="store_true",
                         help="print the top operators of one step per cell (on CUDA: kernels by device time too)")
+    parser.add_argument("--compile-windows", nargs="?", const="default", choices=["default", "max-autotune-no-cudagraphs"],
+                        help="train through compiled layers (MemoryModel.compile_windows); the warm-up step compiles "
+                             "them (its seconds: warmup_seconds)")
     parser.add_argument("--json", help="where to write the rows (default benchmarks/results/train[-quick].json)")
     parser.add_argument("--baseline", help="another checkout of the project to compare with, alternating")
     parser.add_argument("--rounds", type=int, default=3, help="with --baseline: runs in each tree")

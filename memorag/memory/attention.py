@@ -106,6 +106,8 @@ class StepContext:
     def rotated_keys(self) -> bool:
         return self.cache.rotated_keys
 
+    compiles_whole = False  # its attention runs eager under compiled layers (`attend_eager`)
+
     def attend(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                scale: float) -> torch.Tensor:
         """Write this step's `key`/`value` [B, H_kv, T, d] to the cache and attend `query` [B, H, T, d]
@@ -133,6 +135,8 @@ class PackedStep:
     @property
     def rotated_keys(self) -> bool:
         return all(step.rotated_keys for step in self.steps)
+
+    compiles_whole = False  # as StepContext
 
     def attend(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                scale: float) -> torch.Tensor:
@@ -351,6 +355,16 @@ def attend(
     return out.transpose(1, 2)
 
 
+@torch.compiler.disable
+def attend_eager(context: StepContext | PackedStep, attention: MemoryAttention, query: torch.Tensor,
+                 key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """`context.attend` for a window's rows, never compiled: the cache write and the number of keys change
+    from window to window, so compiled layers (memory/compiled_windows.py) break their graph here and
+    run it eager. The layer's index is read here, not in the compiled code, so that one graph serves
+    every layer; the output is made contiguous, so the graph after it sees one layout. [B, T, H, d]."""
+    return context.attend(attention.layer_idx, query, key, value, attention.scaling).contiguous()
+
+
 def trainable_copy(projection: nn.Module) -> nn.Linear:
     """A trainable copy of a base projection: always a plain `nn.Linear`, biases included.
 
@@ -429,7 +443,10 @@ class MemoryAttention(nn.Module):
         query = apply_rope(query, cos, sin)
         if memory_step.rotated_keys:
             key = apply_rope(key, cos, sin)
-        out = memory_step.attend(self.layer_idx, query, key, value, self.scaling)  # [B, T, H, d]
+        if memory_step.compiles_whole:  # a decoding step (memory/buffer_step.py)
+            out = memory_step.attend(self.layer_idx, query, key, value, self.scaling)  # [B, T, H, d]
+        else:
+            out = attend_eager(memory_step, self, query, key, value)
         out = out.reshape(batch, num_rows, -1)
         out_parts = rows.split(out) if rows is not None and "o" in self.memory else None
         return self._project("o", out, out_parts, rows), None

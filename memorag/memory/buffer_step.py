@@ -43,6 +43,7 @@ class BufferStep:
     # since a head count compared inside a graph compiled with dynamic shapes is a SymBool SDPA refuses
 
     rotated_keys = True  # buffers hold keys rotated to their positions
+    compiles_whole = True  # traced with the layers around it (`CompiledDecoding`)
 
     def attend(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                scale: float) -> torch.Tensor:

@@ -27,6 +27,7 @@ from .batch import PackedRows
 from .buffer_step import BufferStep, CompiledDecoding
 from .cache import MemoryCache
 from .chat import PromptLayout, prompt_ids, special_token_id
+from .compiled_windows import CompiledLayers
 from .config import MemoryConfig
 from .families import family_of, get_submodule
 from .identity import WeightsHash, check_identity, identity_of
@@ -66,6 +67,7 @@ class MemoryModel(nn.Module):
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
         self._compiled_decoding: CompiledDecoding | None = None
+        self._compiled_layers: CompiledLayers | None = None
         heads = base_model.config.num_attention_heads  # grouped-query attention: a constant of the base
         self._grouped_attention = heads != getattr(base_model.config, "num_key_value_heads", heads)
 
@@ -246,6 +248,20 @@ class MemoryModel(nn.Module):
     def decoding_compiled(self) -> bool:
         return self._compiled_decoding is not None
 
+    def compile_windows(self, enabled: bool = True, mode: str | None = None, backend: str = "inductor",
+                        dynamic: bool | None = None) -> None:
+        """Run a window's layers (memorize, training, scoring, prefill; not decoding steps) each through
+        `torch.compile`, attention over the cache left eager (memory/compiled_windows.py): the rows'
+        norms, projections, rotary embedding and MLP become a few fused kernels. The layers compile at
+        the first window and are shared by every layer. `mode`, `backend` and `dynamic` are
+        `torch.compile`'s; `enabled=False` goes back to the eager layers. Results equal the eager
+        layers' up to the compiler's fusion of floating-point operations."""
+        self._compiled_layers = CompiledLayers(self.layers, mode, backend, dynamic) if enabled else None
+
+    @property
+    def windows_compiled(self) -> bool:
+        return self._compiled_layers is not None
+
     def _piece_rows(self, item: StepInput) -> PieceRows:
         """A piece's raw tokens [B, n] -> its rows with the memory tokens it brings, positions, context."""
         piece, cache = item.piece, item.cache
@@ -292,7 +308,10 @@ class MemoryModel(nn.Module):
                     position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         if position_embeddings is None:
             position_embeddings = self.rotary(hidden, positions)
-        for layer in self.layers:
+        layers = self.layers
+        if self._compiled_layers is not None and not isinstance(context, BufferStep):
+            layers = self._compiled_layers  # a window's rows, not a decoding step (memory/compiled_windows.py)
+        for layer in layers:
             hidden = layer(hidden, attention_mask=None, position_ids=positions,
                            position_embeddings=position_embeddings, memory_step=context)
         return hidden

@@ -48,3 +48,12 @@ def test_decode_benchmark_on_cuda(tmp_path):
     result = run_decode(tmp_path, "cuda", "bf16")
     check_result(result, "cuda")
     assert result["device"]["gpu"] and result["device"]["peak_memory"] == "torch.cuda.max_memory_allocated"
+
+
+def test_variants_pick_the_rows_after_the_memory_models_own(tmp_path):
+    out = tmp_path / "decode.json"
+    assert main(TINY + ["--device", "cpu", "--dtype", "fp32", "--variants", "batch", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [row["variant"] for row in result["rows"]] == [VARIANTS[0], VARIANTS[3]]
+    assert result["variants"] == ["batch"]
+    assert result["memory_over_static"] is None and result["memory_over_dynamic"] is None

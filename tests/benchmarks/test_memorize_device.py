@@ -13,14 +13,15 @@ TINY = ["--shape", "tiny", "--window", "64", "--lengths", "256", "--ratios", "4"
         "--peak-size", "128", "--copy-mb", "8"]
 
 
-def run_memorize(tmp_path, device: str, dtype: str) -> dict:
+def run_memorize(tmp_path, device: str, dtype: str, *options: str) -> dict:
     out = tmp_path / "memorize.json"
-    main(TINY + ["--device", device, "--dtype", dtype, "--out", str(out)])
+    main(TINY + ["--device", device, "--dtype", dtype, "--out", str(out), *options])
     return json.loads(out.read_text())
 
 
-def check_result(result: dict, device: str, dtype: str) -> None:
-    assert result["machine"]["device"] == device and result["settings"] == {"window": 64, "shape": "tiny"}
+def check_result(result: dict, device: str, dtype: str, compiled: str | None = None) -> None:
+    assert result["machine"]["device"] == device
+    assert result["settings"] == {"window": 64, "shape": "tiny", "compile_windows": compiled}
     assert set(result["peaks_flop_per_s"]) == {dtype} and result["peaks_flop_per_s"][dtype]["gemm"] > 0
     (row,) = result["results"]
     assert (row["mode"], row["tokens"], row["ratio"], row["dtype"]) == ("memorize", 256, 4, dtype)
@@ -39,3 +40,16 @@ def test_memorize_benchmark_on_cuda(tmp_path):
     result = run_memorize(tmp_path, "cuda", "bf16")
     check_result(result, "cuda", "bfloat16")
     assert result["machine"]["peak_memory"] == "torch.cuda.max_memory_allocated"
+
+
+@pytest.mark.inductor
+def test_memorize_benchmark_through_compiled_windows(tmp_path):
+    result = run_memorize(tmp_path, "cpu", "fp32", "--compile-windows")
+    check_result(result, "cpu", "float32", compiled="default")
+    assert result["results"][0]["compile_s"] > 0
+
+
+@pytest.mark.cuda
+def test_memorize_benchmark_through_compiled_windows_on_cuda(tmp_path):
+    result = run_memorize(tmp_path, "cuda", "bf16", "--compile-windows")
+    check_result(result, "cuda", "bfloat16", compiled="default")
