@@ -195,8 +195,9 @@ class Placement:
 
 
 def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--device`, `--dtype`, `--load-in-4bit`, `--load-in-8bit`, `--threads` and `--compile-decoding` (the
-    command line of every script that loads models; `placement_settings` turns them into settings)."""
+    """`--device`, `--dtype`, `--load-in-4bit`, `--load-in-8bit`, `--threads`, `--compile-decoding` and
+    `--compile-windows` (the command line of every script that loads models; `placement_settings` turns them
+    into settings)."""
     group = parser.add_argument_group("device and precision (default: CUDA when present, else CPU)")
     group.add_argument("--device", metavar="DEVICE",
                        help="auto (CUDA when present, else CPU), cpu, cuda, cuda:N or mps; the memory model, a local "
@@ -217,13 +218,18 @@ def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
                        help="compile the memory model's decoding step whole with torch.compile (MODE: default, or "
                             "reduce-overhead for CUDA graphs on a GPU); compiling takes seconds on a GPU, minutes "
                             "on a small CPU, once per process")
+    group.add_argument("--compile-windows", nargs="?", const="default", metavar="MODE",
+                       choices=["default", "max-autotune-no-cudagraphs"],
+                       help="memorize through the memory model's layers compiled one by one with torch.compile "
+                            "(faster on a GPU after seconds of compiling, once per process)")
 
 
 def placement_settings(args: argparse.Namespace) -> dict[str, str | int]:
     """The settings the placement arguments ask for, as typed values (only those given)."""
     settings: dict[str, str | int] = {key: value for key, value in (
         ("device", args.device), ("dtype", args.dtype), ("threads", args.threads),
-        ("compile_decoding", getattr(args, "compile_decoding", None))) if value is not None}
+        ("compile_decoding", getattr(args, "compile_decoding", None)),
+        ("compile_windows", getattr(args, "compile_windows", None))) if value is not None}
     if args.load_in_4bit:
         settings["quantize"] = "4bit"
     if args.load_in_8bit:

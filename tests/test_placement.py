@@ -128,6 +128,9 @@ def test_command_line_flags_become_settings():
     assert placement_overrides(parser.parse_args(["--compile-decoding"])) == ["compile_decoding=default"]
     compiled = placement_overrides(parser.parse_args(["--compile-decoding", "reduce-overhead"]))
     assert load_config(PipelineConfig, None, compiled).compile_decoding == "reduce-overhead"
+    windows = placement_overrides(parser.parse_args(["--compile-windows"]))
+    assert windows == ["compile_windows=default"]
+    assert load_config(PipelineConfig, None, windows).compile_windows == "default"
     assert placement_overrides(parser.parse_args([])) == []
     with pytest.raises(SystemExit):
         parser.parse_args(["--load-in-4bit", "--load-in-8bit"])

@@ -120,6 +120,9 @@ class MemoRAG:
         if self.config.compile_decoding is not None and not self._memory_model.decoding_compiled:
             mode = self.config.compile_decoding
             self._memory_model.compile_decoding(mode=None if mode == "default" else mode)
+        if self.config.compile_windows is not None and not self._memory_model.windows_compiled:
+            mode = self.config.compile_windows
+            self._memory_model.compile_windows(mode=None if mode == "default" else mode)
         return self._memory_model
 
     @property

@@ -88,6 +88,10 @@ class PipelineConfig:
     # "default", or "reduce-overhead" (CUDA graphs, on a GPU); None: the eager step. Compiling takes from seconds
     # (GPU) to minutes (2 CPU cores) once per process; it pays over long or many decodes.
     compile_decoding: Literal["default", "reduce-overhead", "max-autotune"] | None = None
+    # the memory model's window steps (memorize, prefill) through layers compiled one by one
+    # (memorag/memory/compiled_windows.py) in this torch.compile mode; None: the eager layers. On a GPU it
+    # memorizes faster after seconds of compiling, once per process.
+    compile_windows: Literal["default", "max-autotune-no-cudagraphs"] | None = None
     # asking
     mode: str = "memorag"
     language: str = "auto"  # "en", "zh", or "auto" (from the query)

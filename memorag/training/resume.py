@@ -11,7 +11,8 @@ checkpoint was trained under (its own `train_config.yaml`). Each setting is one 
 
     adjustable  how the run is logged, evaluated, saved and stopped (`logging.*`,
                 `checkpoint.*`, `eval.every_steps`/`at_start`/`at_end`, `optim.stop_at_step`,
-                `optim.max_steps` upward, `model.gradient_checkpointing`): applied and logged
+                `optim.max_steps` upward, `model.gradient_checkpointing`, `model.compile_windows`):
+                applied and logged
     guarded     what the run computes (seed, precision, optimizer and schedule, data,
                 memory, loss, the held-out set): refused, unless
                 `checkpoint.resume_with_changes=true` applies them from the resumed step
@@ -44,7 +45,7 @@ Kind = Literal["adjustable", "guarded", "fixed"]
 OVERRIDE = "checkpoint.resume_with_changes"
 # A key matches an entry equal to it, or one ending in "." that it starts with.
 ADJUSTABLE = ("logging.", "checkpoint.", "eval.every_steps", "eval.at_start", "eval.at_end", "optim.stop_at_step",
-              "model.gradient_checkpointing")
+              "model.gradient_checkpointing", "model.compile_windows")
 FIXED = ("stage", "model.")
 UNSET = "(unset)"
 

@@ -385,3 +385,29 @@ def test_compile_decoding_writes_the_same_clues_through_the_compiled_step(monkey
     assert compiled.ask(topic(2, 6)).raw_clues == expected
     assert counters["stats"]["unique_graphs"] >= 1  # the clues were decoded through the compiled step
     torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_compile_windows_memorizes_through_compiled_layers_and_writes_the_same_clues(monkeypatch):
+    """`compile_windows` runs the memory model's window steps through compiled layers
+    (memory/compiled_windows.py); dynamo's eager backend stands in for inductor, so the clues must equal
+    the eager layers'."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from memorag.memory import model as memory_model_module
+
+    original = memory_model_module.CompiledLayers
+    monkeypatch.setattr(memory_model_module, "CompiledLayers",
+                        lambda layers, mode, backend, dynamic: original(layers, mode, "eager", dynamic))
+    torch._dynamo.reset()
+    counters.clear()
+    eager = make_rag()
+    eager.memorize(corpus_documents())
+    expected = eager.ask(topic(2, 6)).raw_clues
+    compiled = make_rag(compile_windows="default")
+    compiled.memorize(corpus_documents())
+    assert compiled.memory_model.windows_compiled and not eager.memory_model.windows_compiled
+    assert counters["stats"]["unique_graphs"] >= 1  # the context was memorized through the compiled layers
+    assert compiled.ask(topic(2, 6)).raw_clues == expected
+    torch._dynamo.reset()

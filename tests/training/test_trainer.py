@@ -177,3 +177,38 @@ def test_epochs_count_the_steps_once_and_cache_the_count(tmp_path):
     reset_accelerate()
     resumed = Trainer(debug_config(tmp_path, "optim.max_steps=null", "optim.epochs=1"))
     assert resumed.total_steps == trainer.total_steps and resumed.step == 1
+
+
+@pytest.mark.slow
+def test_compile_windows_trains_through_compiled_layers_with_the_eager_losses(tmp_path, monkeypatch):
+    """`model.compile_windows` compiles the layers (memory/compiled_windows.py); AOTAutograd's `aot_eager`
+    backend stands in for inductor, so the losses must be the eager layers'. A resume may switch it."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from memorag.memory import model as memory_model_module
+
+    original = memory_model_module.CompiledLayers
+    modes = []
+
+    def aot_eager_layers(layers, mode, backend, dynamic):
+        modes.append(mode)
+        return original(layers, mode, "aot_eager", dynamic)
+
+    monkeypatch.setattr(memory_model_module, "CompiledLayers", aot_eager_layers)
+    settings = ["optim.max_steps=2", "checkpoint.every_steps=100"]
+    run(debug_config(tmp_path / "eager", *settings))
+    torch._dynamo.reset()
+    counters.clear()
+    run(debug_config(tmp_path / "compiled", *settings, "model.compile_windows=default"))
+    assert modes == [None] and counters["stats"]["unique_graphs"] >= 1
+    eager, compiled = train_losses(tmp_path / "eager"), train_losses(tmp_path / "compiled")
+    assert sorted(compiled) == [1, 2]
+    for step in compiled:
+        assert compiled[step] == pytest.approx(eager[step], rel=1e-5), step
+    resumed = run(debug_config(tmp_path / "compiled", "optim.max_steps=3", "checkpoint.every_steps=100"))
+    assert resumed["step"] == 3 and resumed["reason"] == "finished"
+    records = [json.loads(line) for line in (tmp_path / "compiled" / "train_log.jsonl").read_text().splitlines()]
+    [event] = [r for r in records if r["event"] == "resume"]
+    assert {"key": "model.compile_windows", "from": "default", "to": None, "kind": "adjustable"} in event["changes"]
+    torch._dynamo.reset()
