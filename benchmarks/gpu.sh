@@ -12,7 +12,9 @@
 # decode and memorize steps took about 500 s (each compiled decoding step compiles for about 90 s) and
 # the training steps and CUDA tests about 3 minutes more: where one command may run 10 minutes, run
 # ONLY="decode-135m decode-7b memorize-135m memorize-7b" first and ONLY="train-135m train-7b pipeline"
-# second. PYTHON picks the interpreter (default python3); the package
+# second; a tree with compiled windows adds memorize-7b-compiled, train-135m-compiled and train-7b-compiled
+# (about 3 minutes more on an H200: run them in a third command). PYTHON picks the interpreter (default
+# python3); the package
 # is imported from the checkout (PYTHONPATH), so no install is needed where torch and transformers are.
 # DRY_RUN=1 prints the benchmark commands instead of running them (tests/benchmarks/test_gpu_set.py).
 # ONLY="decode-7b memorize-7b" runs only the steps named (the names of the logs below) in both trees.
@@ -59,6 +61,14 @@ run_set() {  # run_set TREE DEST: the GPU set with TREE's scripts, JSON and logs
         --memory-rank 0 --steps 2 --json "$dest/train-135m.json"
     step train-7b train.py --shape qwen2-7b --windows 1024 --batches 1 --tokens 16384 --stages pretrain \
         --memory-rank 0 --steps 2 --json "$dest/train-7b.json"
+    if grep -q -- '"--compile-windows"' "$tree/benchmarks/memorize.py"; then  # a tree with compiled windows
+        step memorize-7b-compiled memorize.py --shape qwen2-7b --lengths 16384 32768 65536 131072 --ratios 4 \
+            --plain-max 0 --compile-windows --out "$dest/memorize-7b-compiled.json"
+        step train-135m-compiled train.py --shape smollm2-135m --windows 1024 --batches 1 4 --tokens 16384 \
+            --stages pretrain --memory-rank 0 --steps 2 --compile-windows --json "$dest/train-135m-compiled.json"
+        step train-7b-compiled train.py --shape qwen2-7b --windows 1024 --batches 1 --tokens 16384 --stages pretrain \
+            --memory-rank 0 --steps 2 --compile-windows --json "$dest/train-7b-compiled.json"
+    fi
     if [ -n "${DRY_RUN:-}" ] || PYTHONPATH="$tree" "$PYTHON" -c "from memorag.models import resolve_lm; resolve_lm(None)" >/dev/null 2>&1; then
         step pipeline pipeline.py --quick --out "$dest/pipeline.json"
     else

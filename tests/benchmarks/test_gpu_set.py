@@ -32,7 +32,9 @@ def help_text(script: str, capsys) -> str:
 def test_the_gpu_set_writes_every_json_into_out_with_known_options(tmp_path, capsys):
     commands = dry_run(tmp_path / "out")
     assert sorted({command[0] for command in commands}) == sorted(MAINS)
-    assert len(commands) == 7
+    assert len(commands) == 10  # 7, and 3 through compiled windows
+    compiled = [Path(command[-1]).name for command in commands if "--compile-windows" in command]
+    assert compiled == ["memorize-7b-compiled.json", "train-135m-compiled.json", "train-7b-compiled.json"]
     helps = {script: help_text(script, capsys) for script in MAINS}
     for command in commands:
         assert command[1:5] == ["--device", "cuda", "--dtype", "bf16"]
@@ -44,8 +46,8 @@ def test_the_gpu_set_writes_every_json_into_out_with_known_options(tmp_path, cap
 
 def test_a_before_checkout_runs_the_same_set_into_out_before(tmp_path):
     commands = dry_run(tmp_path / "out", str(ROOT))
-    assert len(commands) == 14
-    assert [c[-1] for c in commands[7:]] == [c[-1].replace("/out/", "/out/before/") for c in commands[:7]]
+    assert len(commands) == 20
+    assert [c[-1] for c in commands[10:]] == [c[-1].replace("/out/", "/out/before/") for c in commands[:10]]
 
 
 def test_only_runs_the_steps_named_in_both_trees(tmp_path):
