@@ -361,53 +361,47 @@ def test_plain_texts_are_documents_and_empty_ones_are_refused():
         rag.memorize([])
 
 
-@pytest.mark.slow
-def test_compile_decoding_writes_the_same_clues_through_the_compiled_step(monkeypatch):
-    """`compile_decoding` switches the memory model to the compiled decoding step (memory/buffer_step.py);
-    dynamo's eager backend stands in for inductor here, so the clues must equal the eager step's."""
+def _clues_eager_and_compiled(monkeypatch, setting: str, factory: str, stand_in) -> tuple:
+    """The clues of one question with the eager memory model and with `setting="default"`, whose compiler
+    `memorag.memory.model.<factory>` is replaced by `stand_in(original)` (dynamo's eager backends stand in
+    for inductor, so the clues must be equal); the compiled pipeline and the graphs dynamo captured."""
     import torch._dynamo
+    from torch._dynamo.utils import counters
 
     from memorag.memory import model as memory_model_module
 
-    original = memory_model_module.CompiledDecoding
-    monkeypatch.setattr(memory_model_module, "CompiledDecoding",
-                        lambda run, mode, backend: original(run, mode, backend="eager"))
-    from torch._dynamo.utils import counters
-
+    monkeypatch.setattr(memory_model_module, factory, stand_in(getattr(memory_model_module, factory)))
     torch._dynamo.reset()
     counters.clear()
     eager = make_rag()
     eager.memorize(corpus_documents())
     expected = eager.ask(topic(2, 6)).raw_clues
-    compiled = make_rag(compile_decoding="default")
+    compiled = make_rag(**{setting: "default"})
     compiled.memorize(corpus_documents())
-    assert compiled.memory_model.decoding_compiled and not eager.memory_model.decoding_compiled
-    assert compiled.ask(topic(2, 6)).raw_clues == expected
-    assert counters["stats"]["unique_graphs"] >= 1  # the clues were decoded through the compiled step
+    clues = compiled.ask(topic(2, 6)).raw_clues
+    graphs = counters["stats"]["unique_graphs"]
     torch._dynamo.reset()
+    return expected, clues, compiled, eager, graphs
+
+
+@pytest.mark.slow
+def test_compile_decoding_writes_the_same_clues_through_the_compiled_step(monkeypatch):
+    """`compile_decoding` switches the memory model to the compiled decoding step (memory/buffer_step.py)."""
+    expected, clues, compiled, eager, graphs = _clues_eager_and_compiled(
+        monkeypatch, "compile_decoding", "CompiledDecoding",
+        lambda original: lambda run, mode, backend: original(run, mode, backend="eager"))
+    assert compiled.memory_model.decoding_compiled and not eager.memory_model.decoding_compiled
+    assert clues == expected
+    assert graphs >= 1  # the clues were decoded through the compiled step
 
 
 @pytest.mark.slow
 def test_compile_windows_memorizes_through_compiled_layers_and_writes_the_same_clues(monkeypatch):
     """`compile_windows` runs the memory model's window steps through compiled layers
-    (memory/compiled_windows.py); dynamo's eager backend stands in for inductor, so the clues must equal
-    the eager layers'."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
-    from memorag.memory import model as memory_model_module
-
-    original = memory_model_module.CompiledLayers
-    monkeypatch.setattr(memory_model_module, "CompiledLayers",
-                        lambda layers, mode, backend, dynamic: original(layers, mode, "eager", dynamic))
-    torch._dynamo.reset()
-    counters.clear()
-    eager = make_rag()
-    eager.memorize(corpus_documents())
-    expected = eager.ask(topic(2, 6)).raw_clues
-    compiled = make_rag(compile_windows="default")
-    compiled.memorize(corpus_documents())
+    (memory/compiled_windows.py)."""
+    expected, clues, compiled, eager, graphs = _clues_eager_and_compiled(
+        monkeypatch, "compile_windows", "CompiledLayers",
+        lambda original: lambda layers, mode, backend, dynamic: original(layers, mode, "eager", dynamic))
     assert compiled.memory_model.windows_compiled and not eager.memory_model.windows_compiled
-    assert counters["stats"]["unique_graphs"] >= 1  # the context was memorized through the compiled layers
-    assert compiled.ask(topic(2, 6)).raw_clues == expected
-    torch._dynamo.reset()
+    assert clues == expected
+    assert graphs >= 1  # the context was memorized through the compiled layers
