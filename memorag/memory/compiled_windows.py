@@ -5,17 +5,18 @@ A window step runs each decoder layer over a few thousand rows, and in eager mod
 about fifty kernels of which only the matrix products and attention do real work: the two RMS
 norms (eight elementwise kernels each), the rotary embedding of queries and keys (five each), the
 split of raw and memory rows and their merge, the MLP's activation and product, the residual
-adds. On a GPU those small kernels cost a fifth to a third of a 7B window step's kernel time
-(benchmarks/results/profile-h200-2026-11-26/). `CompiledLayers` runs every layer through
+adds. On a GPU those small kernels took about a fifth of a 7B memorize's kernel time and over a third
+of a 7B training step's (benchmarks/results/profile-h200-2026-11-26/). `CompiledLayers` runs every layer through
 `torch.compile`, so the compiler fuses them into a few kernels, forward and backward.
 
 The attention over the cache stays eager: its cache write and its key count change from window
-to window (the memory grows), which would recompile a graph at every window. `StepContext.attend`
-and `PackedStep.attend` are therefore left out of compilation (`torch.compiler.disable`), and each
-layer compiles as two graphs with one break between: everything before attention, and everything
-after it. All layers are instances of one class with weights of one shape, so the graphs are
-compiled once and shared by every layer (the compiler's guards check shapes and dtypes, not which
-layer); a new number of rows per step (a window's last, shorter piece) compiles one more pair.
+to window (the memory grows), which would recompile a graph at every window. The call into it,
+`attend_eager` (memory/attention.py), is therefore left out of compilation (`torch.compiler.disable`),
+and each layer compiles as a few graphs around that one break (before attention and after it; the
+decoder layer's own frame and the attention module's are cut there both). All layers are instances of
+one class with weights of one shape, so the graphs are compiled once and shared by every layer (the
+compiler's guards check shapes and dtypes, not which layer: `attend_eager` reads the layer's index);
+a new number of rows per step (a window's last, shorter piece) compiles one more set.
 Decoding steps (`BufferStep`) never go through here: they have their own compiled form
 (`CompiledDecoding`, memory/buffer_step.py).
 
