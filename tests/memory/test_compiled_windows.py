@@ -72,9 +72,10 @@ def test_every_layer_and_window_shares_one_set_of_graphs_and_memorizes_bit_for_b
     assert breaks >= 1
 
 
-def test_training_through_compiled_windows_gives_the_eager_loss_and_gradients():
+@pytest.mark.parametrize("checkpointing", [True, False])  # the CPU recipe checkpoints each window, the GPU one not
+def test_training_through_compiled_windows_gives_the_eager_loss_and_gradients(checkpointing):
     model = tiny_memory_model("qwen2", window=16, ratios=[4]).train()
-    model.gradient_checkpointing = True
+    model.gradient_checkpointing = checkpointing
     ids = random_ids(16 * 4, batch=2)
     loss, grads = _loss_and_grads(model, ids)
     model.compile_windows(backend="aot_eager")  # AOTAutograd: the compiled graphs' own backward
