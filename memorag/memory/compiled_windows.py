@@ -35,8 +35,8 @@ from torch import nn
 class CompiledLayers:
     """The decoder layers, each wrapped by `torch.compile` (the layers themselves are not changed, so
     their weights, names and state dict stay the model's). `mode`, `backend` and `dynamic` are
-    `torch.compile`'s; a graph cannot fail here silently: a compile error is raised at the first
-    window."""
+    `torch.compile`'s. A compile error is raised at the first window; past torch's recompile limit (many
+    distinct row counts, e.g. sequences of many lengths) a layer runs eager again, with torch's warning."""
 
     def __init__(self, layers: nn.ModuleList, mode: str | None = None, backend: str = "inductor",
                  dynamic: bool | None = None) -> None:
