@@ -26,6 +26,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from .cache import MemoryCache
 from .families import Family
+from .row_parallel import is_plain_linear
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -371,7 +372,7 @@ def trainable_copy(projection: nn.Module) -> nn.Linear:
     A quantized base (bitsandbytes 4-bit or 8-bit layers, which subclass `nn.Linear`)
     is dequantized, so the memory projections stay full-precision trainable weights.
     """
-    if type(projection) is nn.Linear:
+    if is_plain_linear(projection):
         return copy.deepcopy(projection)
     from transformers.integrations.bitsandbytes import dequantize_bnb_weight
 

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from .attention import PackedStep, RowSplit
 from .cache import MemoryCache
+from .row_parallel import is_plain_linear, row_parallel_linear
 from .step import PieceRows, plan_steps
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ class _PerSequenceLinear:
     _local = threading.local()  # .splits: this thread's bounds by row count, or None
 
     def __init__(self, base_model: nn.Module, splits: dict[int, list[int]]):
-        self.modules = [module for module in base_model.modules() if type(module) is nn.Linear]
+        self.modules = [module for module in base_model.modules() if is_plain_linear(module)]
         self.splits = splits
 
     def __enter__(self) -> _PerSequenceLinear:
@@ -183,11 +183,11 @@ def _per_sequence_forward(module: nn.Linear):
         splits = getattr(_PerSequenceLinear._local, "splits", None)
         bounds = splits.get(inputs.shape[-2]) if splits is not None and inputs.dim() >= 2 else None
         if bounds is None or len(bounds) <= 2:
-            return F.linear(inputs, module.weight, module.bias)
+            return row_parallel_linear(inputs, module.weight, module.bias)
         # each sequence's rows as a fresh tensor with the strides a lone sequence's rows have: a
         # view into the packed rows keeps the packed strides, which send CPU kernels down a slow path
-        return torch.cat([F.linear(inputs[..., start:end, :].clone(memory_format=torch.contiguous_format),
-                                   module.weight, module.bias)
+        return torch.cat([row_parallel_linear(inputs[..., start:end, :].clone(memory_format=torch.contiguous_format),
+                                              module.weight, module.bias)
                           for start, end in zip(bounds[:-1], bounds[1:], strict=True) if end > start], dim=-2)
 
     return forward

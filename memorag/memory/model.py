@@ -35,6 +35,7 @@ from .loading import load_memory_model
 from .memorizing import Reading
 from .ratios import ContextTooLongError, RatioOf, choose_ratio, ratio_function
 from .row_chunks import SCORE_CHUNK_ROWS, chunked_row_sums
+from .row_parallel import use_row_parallel
 from .schedule import ScheduleState
 from .state import Memory
 from .step import PieceRows, StepInput, plan_steps
@@ -63,6 +64,7 @@ class MemoryModel(nn.Module):
         init_id = special_token_id(tokenizer, base_model, self.config.embed_init)
         embedding = self.embed_tokens.weight[init_id].detach().clone()
         self.memory_embedding = nn.Parameter(embedding, requires_grad=True)  # [D]
+        use_row_parallel(self)  # decoding's matrix-vector products on every CPU core (memory/row_parallel.py)
         self.gradient_checkpointing = False
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -88,3 +91,15 @@ def random_ids(length: int, batch: int = 1, seed: int = 0) -> torch.Tensor:
 @pytest.fixture(params=FAMILIES)
 def family(request) -> str:
     return request.param
+
+
+class CountOps(TorchDispatchMode):
+    """Counts the aten operators dispatched while entered, by operator name ("aten.mm", ...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
