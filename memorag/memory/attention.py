@@ -26,7 +26,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from .cache import MemoryCache
 from .families import Family
-from .row_parallel import is_plain_linear
+from .linear import is_plain_linear
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -12,9 +12,9 @@ on how many rows it is given (a lone decoding row takes a matrix-vector kernel, 
 rows a matrix-matrix one that sums in another order, in bf16 and fp32 alike on CPU), and
 greedy decoding of a small model meets exact ties in its bf16 logits often enough that
 one rounding step changes a reply. So every linear layer (base, memory and low-rank
-projections, MLP) is computed per sequence, over the rows it has alone
-(`_PerSequenceLinear`, for plain `nn.Linear` layers); norms, activations, rotary embeddings, attention bookkeeping
-and the layer loop run once over all rows. `exact=False` shares each matrix product
+projections, MLP) is computed per sequence, over the rows it has alone (`MemoryLinear`
+inside `sequences_alone`, memory/linear.py); norms, activations, rotary embeddings, attention
+bookkeeping and the layer loop run once over all rows. `exact=False` shares each matrix product
 among all rows (faster where the single-row kernel is slow), and then a reply can differ
 from the one-by-one reply where two tokens (nearly) tie. Linear layers that are not
 plain `nn.Linear` (bitsandbytes' quantized ones) always see all rows at once.
@@ -22,7 +22,6 @@ plain `nn.Linear` (bitsandbytes' quantized ones) always see all rows at once.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from torch import nn
 
 from .attention import PackedStep, RowSplit
 from .cache import MemoryCache
-from .row_parallel import is_plain_linear, row_parallel_linear
+from .linear import sequences_alone
 from .step import PieceRows, plan_steps
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ class PackedRows:
         context = PackedStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
         return cls(parts, bounds, hidden, positions, (cos, sin), context)
 
-    def linears(self, base_model: nn.Module, exact: bool):
+    def linears(self, exact: bool):
         """Where the packed rows run through the layers: with `exact`, each plain linear layer per sequence."""
         if not exact:
             return nullcontext()
@@ -112,7 +111,7 @@ class PackedRows:
         if self.context.rows is not None:
             splits = _add_split(splits, _bounds([part.num_rows - part.num_memory for part in self.parts]))
             splits = _add_split(splits, _bounds([part.num_memory for part in self.parts]))
-        return _PerSequenceLinear(base_model, splits)
+        return sequences_alone(splits)
 
     def unpack(self, out: torch.Tensor) -> list[torch.Tensor]:
         """The layers' output over the packed rows -> each sequence's raw rows [1, n_i, D]."""
@@ -133,62 +132,3 @@ def _add_split(splits: dict[int, list[int]], bounds: list[int]) -> dict[int, lis
         raise RuntimeError(f"two ways to split {total} packed rows by sequence ({splits[total]} and {bounds}); "
                            "decode these prompts one by one")
     return {**splits, total: bounds} if total else splits
-
-
-class _PerSequenceLinear:
-    """Within a packed forward, every plain `nn.Linear` of the model (base, memory and low-rank
-    projections, MLP) given packed rows [..., N, in] runs once per sequence, on the rows it has
-    alone (`splits[N]` are the sequences' bounds among N rows), and the results are concatenated:
-    each sequence's rows round exactly as when it is fed alone.
-
-    Safe across threads (a LangChain `batch`, a server's requests): the splits belong to the
-    thread that entered, and the per-sequence forward is installed on a module while any
-    thread needs it (counted under a lock); another thread's forward through the same modules
-    meanwhile runs the plain `nn.Linear` computation."""
-
-    _lock = threading.Lock()
-    _users: dict[int, int] = {}  # id(module) -> threads inside a packed forward that patched it
-    _local = threading.local()  # .splits: this thread's bounds by row count, or None
-
-    def __init__(self, base_model: nn.Module, splits: dict[int, list[int]]):
-        self.modules = [module for module in base_model.modules() if is_plain_linear(module)]
-        self.splits = splits
-
-    def __enter__(self) -> _PerSequenceLinear:
-        if getattr(self._local, "splits", None) is not None:
-            raise RuntimeError("a packed forward inside another one on the same thread")
-        with self._lock:
-            for module in self.modules:
-                count = self._users.get(id(module), 0)
-                if count == 0:
-                    module.forward = _per_sequence_forward(module)  # an instance attribute, removed by the last user
-                self._users[id(module)] = count + 1
-        self._local.splits = self.splits
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._local.splits = None
-        with self._lock:
-            for module in self.modules:
-                count = self._users[id(module)] - 1
-                if count == 0:
-                    del self._users[id(module)]
-                    del module.forward
-                else:
-                    self._users[id(module)] = count
-
-
-def _per_sequence_forward(module: nn.Linear):
-    def forward(inputs: torch.Tensor) -> torch.Tensor:
-        splits = getattr(_PerSequenceLinear._local, "splits", None)
-        bounds = splits.get(inputs.shape[-2]) if splits is not None and inputs.dim() >= 2 else None
-        if bounds is None or len(bounds) <= 2:
-            return row_parallel_linear(inputs, module.weight, module.bias)
-        # each sequence's rows as a fresh tensor with the strides a lone sequence's rows have: a
-        # view into the packed rows keeps the packed strides, which send CPU kernels down a slow path
-        return torch.cat([row_parallel_linear(inputs[..., start:end, :].clone(memory_format=torch.contiguous_format),
-                                              module.weight, module.bias)
-                          for start, end in zip(bounds[:-1], bounds[1:], strict=True) if end > start], dim=-2)
-
-    return forward
-

@@ -145,8 +145,8 @@ class MemoryDecoder(nn.Module, GenerationMixin):
         logits = torch.zeros(len(last), 1, vocab, device=model.device, dtype=model.base_dtype)
         fed = [row for row, hidden in enumerate(last) if hidden is not None]
         if cache.exact or len(fed) == 1:  # one row at a time, as alone (see memory/batch.py on rounding)
-            for row in fed:
-                logits[row, 0] = model.logits(last[row])[0].to(logits.dtype)
+            for row, row_logits in zip(fed, model.logits_alone([last[row] for row in fed]), strict=True):
+                logits[row, 0] = row_logits[0].to(logits.dtype)
         elif fed:
             hidden = torch.cat([last[row] for row in fed], dim=0)  # [n, D]
             logits[fed, 0] = model.logits(hidden).to(logits.dtype)

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from .linear import MemoryLinear, use_memory_linears
+
 if TYPE_CHECKING:
     from .model import MemoryModel
 
@@ -84,6 +86,7 @@ def apply_lowrank(model: MemoryModel, rank: int, alpha: float | None = None) -> 
         for short in targets:
             _freeze_as_buffers(attention.memory[short].base_layer)
             attention.memory[short].to(model.memory_embedding.device)
+    use_memory_linears(model)  # the LoRA factors too: each sequence alone in a packed batch (memory/linear.py)
     model.memory_parameters_changed()
     return model
 
@@ -116,8 +119,8 @@ def merge_lowrank(model: MemoryModel) -> MemoryModel:
     """Fold every LoRA update into a full copy (`copy + B A * scale`): full projections again."""
     for memory, short, layer in _lora_layers(model):
         base = layer.base_layer
-        merged = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None,
-                           device=base.weight.device, dtype=base.weight.dtype)
+        merged = MemoryLinear(base.in_features, base.out_features, bias=base.bias is not None,
+                              device=base.weight.device, dtype=base.weight.dtype)
         merged.weight.copy_(base.weight + layer.get_delta_weight(ADAPTER).to(base.weight.dtype))
         if base.bias is not None:
             merged.bias.copy_(base.bias)

@@ -31,11 +31,11 @@ from .compiled_windows import CompiledLayers
 from .config import MemoryConfig
 from .families import family_of, get_submodule
 from .identity import WeightsHash, check_identity, identity_of
+from .linear import rows_alone, use_memory_linears
 from .loading import load_memory_model
 from .memorizing import Reading
 from .ratios import ContextTooLongError, RatioOf, choose_ratio, ratio_function
 from .row_chunks import SCORE_CHUNK_ROWS, chunked_row_sums
-from .row_parallel import use_row_parallel
 from .schedule import ScheduleState
 from .state import Memory
 from .step import PieceRows, StepInput, plan_steps
@@ -64,7 +64,7 @@ class MemoryModel(nn.Module):
         init_id = special_token_id(tokenizer, base_model, self.config.embed_init)
         embedding = self.embed_tokens.weight[init_id].detach().clone()
         self.memory_embedding = nn.Parameter(embedding, requires_grad=True)  # [D]
-        use_row_parallel(self)  # decoding's matrix-vector products on every CPU core (memory/row_parallel.py)
+        use_memory_linears(self)  # sequences alone in a packed batch, few-row products on every CPU core
         self.gradient_checkpointing = False
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
@@ -231,7 +231,7 @@ class MemoryModel(nn.Module):
             outputs = [part.raw(out) if keep_hidden else None]
         else:
             packed = PackedRows.of(parts, self.rotary, self.base_dtype)
-            with packed.linears(self.base_model, exact):
+            with packed.linears(exact):
                 out = self._run_layers(packed.hidden, packed.positions, packed.context, packed.position_embeddings)
             outputs = packed.unpack(out) if keep_hidden else [None] * len(parts)
         for item in inputs:
@@ -493,6 +493,11 @@ class MemoryModel(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Raw rows' last hidden states [..., D] (before the final norm) -> logits [..., V], in the model's dtype."""
         return self.lm_head(self.final_norm(hidden))
+
+    def logits_alone(self, hidden: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """`[self.logits(h) for h in hidden]`, each rounded as alone; the LM head's weight is read once for
+        all of them on the CPU (memory/linear.py, `rows_alone`)."""
+        return rows_alone(self.lm_head, [self.final_norm(states) for states in hidden])
 
     def score_labelled(self, hidden: torch.Tensor, targets: torch.Tensor, teacher_states: torch.Tensor | None = None,
                        chunk_rows: int = SCORE_CHUNK_ROWS) -> tuple[torch.Tensor, torch.Tensor]:
