@@ -68,10 +68,11 @@ class MemoryLinear(nn.Linear):
         bounds = splits.get(inputs.shape[-2]) if splits is not None and inputs.dim() >= 2 else None
         if bounds is None or len(bounds) <= 2:
             return linear(inputs, self.weight, self.bias)
-        # each sequence's rows laid out as a lone sequence's rows are (a strided view of packed rows sends
-        # CPU kernels down a slow path); rows of one packed sequence are already, and are not copied
+        # each sequence's rows with the strides a lone sequence's rows have: a view into the packed rows keeps
+        # the packed strides, which send `F.linear` to another kernel (a batched product); a view of the
+        # view with its own shape takes the plain strides without a copy, as the rows are contiguous
         sizes = [end - start for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
-        return torch.cat([linear(rows.contiguous(), self.weight, self.bias)
+        return torch.cat([linear(rows.contiguous().view(rows.shape), self.weight, self.bias)
                           for rows in inputs.split(sizes, dim=-2) if rows.shape[-2]], dim=-2)
 
 
