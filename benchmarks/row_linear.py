@@ -1,5 +1,5 @@
 """A decoding step's linear layers on the CPU: plain `F.linear` against the split product of
-memory/row_parallel.py, over 1 to 6 rows (float32 unless told).
+memory/linear.py, over 1 to 6 rows (float32 unless told).
 
     python benchmarks/row_linear.py                        # the embedded model's shape, 2 threads
     python benchmarks/row_linear.py --threads 4 --out benchmarks/results/row-linear.json
@@ -27,7 +27,7 @@ from torch.nn import functional as F
 
 from memorag.benchmarking.shapes import SHAPES, shape_config
 from memorag.machine import machine_record
-from memorag.memory.row_parallel import MAX_ROWS, blocks_for, split_product
+from memorag.memory.linear import MAX_ROWS, blocks_for, split_product
 
 
 def layer_weights(shape: str, dtype: torch.dtype) -> list[torch.Tensor]:
