@@ -2,7 +2,7 @@
 memory/linear.py, over 1 to 6 rows (float32 unless told).
 
     python benchmarks/row_linear.py                        # the embedded model's shape, 2 threads
-    python benchmarks/row_linear.py --threads 4 --out benchmarks/results/row-linear.json
+    python benchmarks/row_linear.py --threads 4 --out benchmarks/results/row-parallel-2026-11-26/row-linear.json
     python benchmarks/row_linear.py --dtypes float32 bfloat16   # the split applies to float32 only
 
 Every linear layer a decoding token passes through, in order (per layer q, k, v, o, gate, up,

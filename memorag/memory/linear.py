@@ -29,7 +29,7 @@ result as plain `F.linear` rounds it:
 `MemoryLinear` by changing its class only: weights, state dicts, checkpoints and
 `isinstance(module, nn.Linear)` stay as they were. The memory model does so when it is built
 (base and memory projections, MLP, LM head) and when low-rank factors are added
-(memory/lowrank.py). Quantized layers (bitsandbytes' subclasses) are left alone: they see a
+(memory/lowrank.py), and a local generator when it loads its model (for the split). Quantized layers (bitsandbytes' subclasses) are left alone: they see a
 packed batch's rows at once, and their replies may then differ from one-by-one decoding.
 `plain_linears()` switches the CPU split off for the whole process while inside (to measure
 without it, or to count operators as a GPU runs them).

@@ -7,13 +7,13 @@ from torch.profiler import ProfilerActivity, profile
 
 from memorag.memory.attention import attend_bucket, bucket_bias, window_mask
 from memorag.memory.cache import CAPACITY_BUCKET
-from memorag.memory.row_parallel import plain_linears
+from memorag.memory.linear import plain_linears
 
 from .conftest import random_ids, tiny_base, tiny_memory_model
 
 # aten operators per decoded token of the tiny model below (torch 2.13: 691 measured, transformers'
 # static cache 663 in the same run); a change that adds per-token work fails here. Counted as a GPU
-# runs the step: without the CPU's split matrix-vector products (memory/row_parallel.py), which
+# runs the step: without the CPU's split matrix-vector products (memory/linear.py), which
 # add a few views per linear layer on the CPU only.
 OPS_PER_TOKEN_BUDGET = 730
 

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 import torch
 
-from memorag.memory.row_parallel import plain_linears
+from memorag.memory.linear import plain_linears
 from memorag.memory.schedule import Piece
 from memorag.memory.window_tables import compaction_rows, piece_mask, row_split
 from tests.host_reads import count_reads, project_reads
@@ -37,7 +37,7 @@ OPS_PER_LAYER_WINDOW_BUDGET = 141
 def _ops_per_window(model, run) -> Counter:
     """Operators per window in steady state: `run(windows)` for 7 windows less for 3, divided by 4. Counted
     as a GPU runs them: the tiny window's 4 memory rows would otherwise take the CPU's split matrix
-    products (memory/row_parallel.py), a few views more per projection on the CPU only."""
+    products (memory/linear.py), a few views more per projection on the CPU only."""
     run(model, 2)  # warm-up: lazy initialisations, the tables built once
     with torch.no_grad(), plain_linears(), CountOps() as short:
         run(model, 3)
