@@ -14,8 +14,9 @@ result as plain `F.linear` rounds it:
 - **A few rows on every CPU core.** A decoding step multiplies every weight matrix by one row
   (two when it brings a memory token): a matrix-vector product bound by how fast the weights
   stream from memory, which `F.linear` hands to one BLAS call that runs on one core. On a
-  2-core AMD EPYC that streams the embedded model's float32 weights at 10-12 GB/s, where two
-  cores reach 14-20 (`benchmarks/row_linear.py`). So at most `MAX_ROWS` rows of float32 on
+  2-core AMD EPYC the embedded model's float32 weights streamed at 9.7 GB/s that way and at
+  13.4 GB/s split on both cores (`benchmarks/row_linear.py`; raw output in
+  benchmarks/results/row-parallel-2026-11-26/). So at most `MAX_ROWS` rows of float32 on
   the CPU are multiplied as one product per block of output features, all blocks in one
   batched call (`torch.bmm`, `torch.baddbmm` with a bias) that runs them on all of torch's
   threads; a block holds at least `MIN_BLOCK_ELEMENTS` weights (smaller matrices stay whole).
@@ -29,8 +30,9 @@ result as plain `F.linear` rounds it:
 `MemoryLinear` by changing its class only: weights, state dicts, checkpoints and
 `isinstance(module, nn.Linear)` stay as they were. The memory model does so when it is built
 (base and memory projections, MLP, LM head) and when low-rank factors are added
-(memory/lowrank.py), and a local generator when it loads its model (for the split). Quantized layers (bitsandbytes' subclasses) are left alone: they see a
-packed batch's rows at once, and their replies may then differ from one-by-one decoding.
+(memory/lowrank.py), and a local generator when it loads its model (for the split).
+Quantized layers (bitsandbytes' subclasses) are left alone: they see a packed batch's rows
+at once, and their replies may then differ from one-by-one decoding.
 `plain_linears()` switches the CPU split off for the whole process while inside (to measure
 without it, or to count operators as a GPU runs them).
 """
@@ -50,9 +52,13 @@ from torch.nn import functional as F
 # At most this many rows go through the split product: up to 4 rows it was faster and bit-equal
 # on the CPU measured; from 6 rows the BLAS kernel changes and the two differ in rounding.
 MAX_ROWS = 4
-# Each block holds at least this many weights (512 KiB of float32): on the CPU measured, a 576 x 192
-# projection (two blocks of 216 KiB) ran slower split than whole, a 576 x 576 one faster.
+# Each block holds at least this many weights (512 KiB of float32): on the CPU measured, a 192 x 576
+# projection (two blocks of 216 KiB) gained nothing split (1.03x), a 576 x 576 one 1.16x, the larger
+# ones 1.23-1.41x (`benchmarks/row_linear.py --per-matrix`, benchmarks/results/row-parallel-2026-11-26/).
 MIN_BLOCK_ELEMENTS = 2**17
+# Weights per block of `rows_alone`: 8 MiB of float32, which stays in a CPU's last-level cache while
+# a few rows pass (the 2-core AMD EPYC measured has 32 MiB).
+_CACHED_BLOCK_ELEMENTS = 2**21
 
 _local = threading.local()  # .splits: this thread's sequence bounds by packed row count, or None
 
@@ -153,10 +159,6 @@ def rows_alone(module: nn.Module, rows: list[torch.Tensor]) -> list[torch.Tensor
             pieces[index].append(linear(row, block, block_bias))
     return [torch.cat(parts, dim=-1) for parts in pieces]
 
-
-# weights per block of `rows_alone`: 8 MiB of float32, which stays in a CPU's last-level cache while
-# a few rows pass (the 2-core AMD EPYC measured has 32 MiB)
-_CACHED_BLOCK_ELEMENTS = 2**21
 
 
 @contextmanager
