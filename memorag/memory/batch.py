@@ -8,16 +8,19 @@ memory rows and mask (`PackedStep`). `feed_batch` plans each sequence's pieces a
 each round to `MemoryModel.step`, which packs them with `PackedRows`.
 
 Bit for bit as alone (`exact=True`, the default): a matrix product's rounding depends
-on how many rows it is given (a lone decoding row takes a matrix-vector kernel, more
-rows a matrix-matrix one that sums in another order, in bf16 and fp32 alike on CPU), and
-greedy decoding of a small model meets exact ties in its bf16 logits often enough that
-one rounding step changes a reply. So every linear layer (base, memory and low-rank
-projections, MLP) is computed per sequence, over the rows it has alone (`MemoryLinear`
-inside `sequences_alone`, memory/linear.py); norms, activations, rotary embeddings, attention
-bookkeeping and the layer loop run once over all rows. `exact=False` shares each matrix product
-among all rows (faster where the single-row kernel is slow), and then a reply can differ
-from the one-by-one reply where two tokens (nearly) tie. Linear layers that are not
-plain `nn.Linear` (bitsandbytes' quantized ones) always see all rows at once.
+on its shape (a lone decoding row takes a matrix-vector kernel, more rows a matrix-matrix
+one that sums in another order, in bf16 and fp32 alike on CPU), and greedy decoding of a
+small model meets exact ties in its bf16 logits often enough that one rounding step
+changes a reply. So inside `sequences_alone` (memory/linear.py) every linear layer (base,
+memory and low-rank projections, MLP) rounds each sequence's rows as alone: on the CPU in
+float32, where a product of at most four rows always takes one fixed shape and so gives
+each row its own result, the sequences' decoding rows share one product per layer (each
+weight read once per step); elsewhere each sequence's rows are a product of their own.
+Norms, activations, rotary embeddings, attention bookkeeping and the layer loop run once
+over all rows. `exact=False` shares each matrix product among all rows (faster where the
+per-sequence products are slow), and then a reply can differ from the one-by-one reply
+where two tokens (nearly) tie. Linear layers that are not plain `nn.Linear` (bitsandbytes'
+quantized ones) always see all rows at once.
 """
 
 from __future__ import annotations

@@ -1,40 +1,41 @@
 """The memory model's linear layers (docs/memory-model.md, "Linear layers in decoding").
 
-`MemoryLinear` is `nn.Linear` with two additions, both for decoding and both leaving every
-result as plain `F.linear` rounds it:
+`MemoryLinear` is `nn.Linear` whose few-row products on the CPU give every row a result of
+its own, whatever other rows it is computed with, so that an exact batch (memory/batch.py)
+reads each weight once per step and still rounds every sequence as alone:
 
-- **Each sequence alone inside a packed batch.** Several prompts decoded as one exact batch
-  (memory/batch.py) run the layers over their rows packed along one row axis. A matrix
-  product's rounding depends on how many rows it is given (one row takes a matrix-vector
-  kernel, several a matrix-matrix one that sums in another order), so inside
-  `sequences_alone(splits)` a linear layer given N packed rows computes each sequence's rows
-  (`splits[N]` are their bounds) as a product of their own and concatenates the results: each
-  sequence's rows round exactly as when it is fed alone. The splits belong to the thread that
-  entered (a server's requests, a LangChain `batch` in threads each have their own).
-- **A few rows on every CPU core.** A decoding step multiplies every weight matrix by one row
-  (two when it brings a memory token): a matrix-vector product bound by how fast the weights
-  stream from memory, which `F.linear` hands to one BLAS call that runs on one core. On a
-  2-core AMD EPYC the embedded model's float32 weights streamed at 9.7 GB/s that way and at
-  13.4 GB/s split on both cores (`benchmarks/row_linear.py`; raw output in
-  benchmarks/results/row-parallel-2026-11-26/). So at most `MAX_ROWS` rows of float32 on
-  the CPU are multiplied as one product per block of output features, all blocks in one
-  batched call (`torch.bmm`, `torch.baddbmm` with a bias) that runs them on all of torch's
-  threads; a block holds at least `MIN_BLOCK_ELEMENTS` weights (smaller matrices stay whole).
-  Each output feature is still the same row times the same weight row by the same kind of
-  kernel; on the CPU measured the result is `F.linear`'s bit for bit (the benchmark prints
-  whether it is on yours; the tests hold it to float32 rounding). More rows, other dtypes
-  (which ran slower split there), the GPU, autograd and code being compiled by
-  `torch.compile` (which picks its own kernels) take plain `F.linear`.
+- **A matrix product's rounding depends on its shape.** `F.linear` over one row takes a
+  matrix-vector kernel, over several a matrix-matrix one that sums in another order; a reply
+  decoded alone and the same reply decoded in a batch would then differ where two tokens
+  (nearly) tie. A product of a fixed shape, though, rounds each row the same way whichever
+  rows are beside it and at whichever position: its kernel depends on the shape only.
+- **So few rows are always computed as `ROWS` rows.** At most `ROWS` rows of float32 on the
+  CPU (a decoding step brings one row per sequence, two with a memory token) are padded with
+  zero rows to exactly `ROWS` and multiplied with the weight as the left operand
+  (`torch.mm(weight, rows.T)`, `torch.addmm` with a bias: the output features are the long
+  side, which the BLAS splits over all of torch's threads). A sequence decoded alone and the
+  same sequence packed with others in one product get the same bits; more packed rows than
+  `ROWS` go in groups of `ROWS`. This is also the fast kernel for few rows: on a 2-core AMD
+  EPYC one row padded to four streamed the weights about as fast as the best one-row kernel,
+  and four rows took about as long as one, where `F.linear` took about twice as long for
+  one row and 1.7x longer for three rows one at a time (`benchmarks/row_linear.py`).
+- **Each sequence alone where the kernel does not apply.** Inside `sequences_alone(splits)`
+  (an exact batch's step, for its own thread only) a layer given N packed rows, `splits[N]`
+  the sequences' bounds, computes the rows of all sequences together when each has at most
+  `ROWS` rows and the fixed-shape product applies; otherwise each sequence's rows as a
+  product of their own, concatenated: bfloat16 and other dtypes (whose few-row products are
+  compute-bound on a CPU without bf16 instructions, and slower padded), the GPU and autograd
+  take plain `F.linear`, per sequence in a packed batch.
 
 `use_memory_linears(module)` turns every plain `nn.Linear` inside a module into a
 `MemoryLinear` by changing its class only: weights, state dicts, checkpoints and
 `isinstance(module, nn.Linear)` stay as they were. The memory model does so when it is built
 (base and memory projections, MLP, LM head) and when low-rank factors are added
-(memory/lowrank.py), and a local generator when it loads its model (for the split).
+(memory/lowrank.py), and a local generator when it loads its model (for the fast kernel).
 Quantized layers (bitsandbytes' subclasses) are left alone: they see a packed batch's rows
 at once, and their replies may then differ from one-by-one decoding.
-`plain_linears()` switches the CPU split off for the whole process while inside (to measure
-without it, or to count operators as a GPU runs them).
+`plain_linears()` switches the fixed-shape product off for the whole process while inside (to
+measure without it, or to count operators as a GPU runs them).
 """
 
 from __future__ import annotations
@@ -42,42 +43,37 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 from typing import ClassVar
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-# At most this many rows go through the split product: up to 4 rows it was faster and bit-equal
-# on the CPU measured; from 6 rows the BLAS kernel changes and the two differ in rounding.
-MAX_ROWS = 4
-# Each block holds at least this many weights (512 KiB of float32): on the CPU measured, a 192 x 576
-# projection (two blocks of 216 KiB) gained nothing split (1.03x), a 576 x 576 one 1.16x, the larger
-# ones 1.23-1.41x (`benchmarks/row_linear.py --per-matrix`, benchmarks/results/row-parallel-2026-11-26/).
-MIN_BLOCK_ELEMENTS = 2**17
-# Weights per block of `rows_alone`: 8 MiB of float32, which stays in a CPU's last-level cache while
-# a few rows pass (the 2-core AMD EPYC measured has 32 MiB).
-_CACHED_BLOCK_ELEMENTS = 2**21
+# Products of at most this many rows are computed over exactly this many (zero rows below the real
+# ones): the three clue kinds of a default exact batch fit in one, and one row padded to four cost
+# about what one row alone costs on the CPU measured (`benchmarks/row_linear.py`).
+ROWS = 4
 
 _local = threading.local()  # .splits: this thread's sequence bounds by packed row count, or None
 
 
 class MemoryLinear(nn.Linear):
-    """`nn.Linear` whose rows round as each sequence's alone in a packed batch, and whose few-row
-    products run on every CPU core (see the module's docstring)."""
+    """`nn.Linear` whose few-row products on the CPU round each row as alone, and whose packed batch's
+    sequences round as alone (see the module's docstring)."""
 
-    split_on_cpu: ClassVar[bool] = True  # False inside `plain_linears()`
+    fixed_rows_on_cpu: ClassVar[bool] = True  # False inside `plain_linears()`
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         splits = getattr(_local, "splits", None)
         bounds = splits.get(inputs.shape[-2]) if splits is not None and inputs.dim() >= 2 else None
         if bounds is None or len(bounds) <= 2:
             return linear(inputs, self.weight, self.bias)
+        sizes = [end - start for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
+        if max(sizes) <= ROWS and fixed_rows_apply(inputs, self.weight):
+            return fixed_rows_product(inputs, self.weight, self.bias)  # every row rounds as alone
         # each sequence's rows with the strides a lone sequence's rows have: a view into the packed rows keeps
         # the packed strides, which send `F.linear` to another kernel (a batched product); a view of the
         # view with its own shape takes the plain strides without a copy, as the rows are contiguous
-        sizes = [end - start for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
         return torch.cat([linear(rows.contiguous().view(rows.shape), self.weight, self.bias)
                           for rows in inputs.split(sizes, dim=-2) if rows.shape[-2]], dim=-2)
 
@@ -85,7 +81,7 @@ class MemoryLinear(nn.Linear):
 @contextmanager
 def sequences_alone(splits: dict[int, list[int]]) -> Iterator[None]:
     """Inside (this thread only): a `MemoryLinear` given N rows with N in `splits` computes the rows of
-    each sequence (bounds `splits[N]`, [0, ..., N]) as a product of their own."""
+    each sequence (bounds `splits[N]`, [0, ..., N]) as when that sequence is fed alone."""
     if getattr(_local, "splits", None) is not None:
         raise RuntimeError("a packed forward inside another one on the same thread")
     _local.splits = splits
@@ -96,81 +92,52 @@ def sequences_alone(splits: dict[int, list[int]]) -> Iterator[None]:
 
 
 def linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """`F.linear(inputs, weight, bias)`; over at most `MAX_ROWS` rows of float32 on the CPU, as one
-    matrix product per block of output features, the blocks on all of torch's threads."""
-    blocks = _blocks(inputs, weight)
-    if blocks == 1:
-        return F.linear(inputs, weight, bias)
-    return split_product(inputs, weight, bias, blocks)
+    """`F.linear(inputs, weight, bias)`; over 1 to `ROWS` rows where `fixed_rows_apply`, computed as
+    `ROWS` rows (`fixed_rows_product`)."""
+    rows = inputs.numel() // max(inputs.shape[-1], 1) if inputs.dim() else 0
+    if 0 < rows <= ROWS and fixed_rows_apply(inputs, weight):
+        return fixed_rows_product(inputs, weight, bias)
+    return F.linear(inputs, weight, bias)
 
 
-def split_product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: int) -> torch.Tensor:
-    """`F.linear(inputs, weight, bias)` as `blocks` products of the rows with equal blocks of the output
-    features, in one batched call (`blocks` must divide the output features; the weight contiguous)."""
-    out_features, in_features = weight.shape
-    rows = inputs.reshape(1, -1, in_features)
-    rows = rows.expand(blocks, rows.shape[1], in_features)
-    weights = weight.view(blocks, out_features // blocks, in_features).transpose(1, 2)  # [S, in, out / S]
-    if bias is None:
-        out = torch.bmm(rows, weights)
-    else:
-        out = torch.baddbmm(bias.view(blocks, 1, out_features // blocks), rows, weights)  # [S, rows, out / S]
-    return out.transpose(0, 1).reshape(*inputs.shape[:-1], out_features)
+def fixed_rows_apply(inputs: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether few rows of `inputs` go through `fixed_rows_product`: float32 on the CPU, no autograd, not
+    inside `plain_linears()`. Code compiled by `torch.compile` traces it like the eager step (so a
+    compiled step rounds as the eager one where the backend keeps the operators)."""
+    if (not MemoryLinear.fixed_rows_on_cpu or weight.dtype != torch.float32 or inputs.dtype != torch.float32
+            or not inputs.is_cpu or not weight.is_cpu or inputs.dim() < 2):
+        return False
+    return not (torch.is_grad_enabled() and (inputs.requires_grad or weight.requires_grad))
 
 
-@lru_cache(maxsize=256)
-def blocks_for(out_features: int, in_features: int, threads: int) -> int:
-    """The most blocks, at most one per thread and each of `MIN_BLOCK_ELEMENTS` weights or more, that
-    split `out_features` evenly (1: no split)."""
-    most = min(threads, out_features * in_features // MIN_BLOCK_ELEMENTS, out_features)
-    for blocks in range(most, 1, -1):
-        if out_features % blocks == 0:
-            return blocks
-    return 1
-
-
-def _blocks(inputs: torch.Tensor, weight: torch.Tensor) -> int:
-    """How many blocks of output features to split into: 1 (plain `F.linear`) unless the split applies."""
-    if (not MemoryLinear.split_on_cpu or weight.dtype != torch.float32 or inputs.dtype != torch.float32
-            or not inputs.is_cpu or inputs.dim() < 2 or inputs.numel() > MAX_ROWS * inputs.shape[-1]):
-        return 1
-    if torch.is_grad_enabled() and (inputs.requires_grad or weight.requires_grad):
-        return 1
-    if torch.compiler.is_compiling() or not weight.is_contiguous():
-        return 1
-    return blocks_for(weight.shape[0], weight.shape[1], torch.get_num_threads())
-
-
-def rows_alone(module: nn.Module, rows: list[torch.Tensor]) -> list[torch.Tensor]:
-    """`[module(row) for row in rows]`, each row [..., in] alone; for a `MemoryLinear` over float32 rows on
-    the CPU, its weight is read once in blocks of output features that stay in the CPU's caches while
-    every row passes (a large layer such as the LM head is otherwise read from memory once per row).
-    Each row's result is its product alone, since blocks of output features do not change rounding."""
-    if type(module) is not MemoryLinear or len(rows) < 2 or _blocks(rows[0], module.weight) == 1:
-        return [module(row) for row in rows]
-    weight, bias = module.weight, module.bias
-    out_features = weight.shape[0]
-    step = max(1, _CACHED_BLOCK_ELEMENTS // weight.shape[1])
-    pieces: list[list[torch.Tensor]] = [[] for _ in rows]
-    for start in range(0, out_features, step):
-        block = weight[start : start + step]
-        block_bias = None if bias is None else bias[start : start + step]
-        for index, row in enumerate(rows):
-            pieces[index].append(linear(row, block, block_bias))
-    return [torch.cat(parts, dim=-1) for parts in pieces]
-
+def fixed_rows_product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """`F.linear(inputs, weight, bias)` with every group of `ROWS` rows (the last padded with zero rows)
+    computed as one product of the weight [out, in] with the group's rows as columns [in, ROWS]: each
+    row's result depends on that row only, not on the rows beside it or its place among them."""
+    in_features, out_features = weight.shape[1], weight.shape[0]
+    rows = inputs.reshape(-1, in_features)
+    results = []
+    for start in range(0, rows.shape[0], ROWS):
+        group = rows[start : start + ROWS]
+        count = group.shape[0]
+        # a fresh contiguous [ROWS, in] block, so that every group reaches the BLAS with the same layout
+        group = F.pad(group, (0, 0, 0, ROWS - count)) if count < ROWS else group.contiguous()
+        product = torch.mm(weight, group.T) if bias is None else torch.addmm(bias[:, None], weight, group.T)
+        results.append(product.T[:count])  # [count, out]
+    out = results[0] if len(results) == 1 else torch.cat(results)
+    return out.contiguous().view(*inputs.shape[:-1], out_features)
 
 
 @contextmanager
 def plain_linears() -> Iterator[None]:
-    """Inside: every `MemoryLinear` computes plain `F.linear` on the CPU (in every thread of the process);
-    sequences in a packed batch still round alone."""
-    before = MemoryLinear.split_on_cpu
-    MemoryLinear.split_on_cpu = False
+    """Inside: every `MemoryLinear` computes plain `F.linear` (in every thread of the process); sequences
+    in a packed batch then round alone by a product per sequence."""
+    before = MemoryLinear.fixed_rows_on_cpu
+    MemoryLinear.fixed_rows_on_cpu = False
     try:
         yield
     finally:
-        MemoryLinear.split_on_cpu = before
+        MemoryLinear.fixed_rows_on_cpu = before
 
 
 def use_memory_linears(module: nn.Module) -> int:

@@ -31,7 +31,7 @@ from .compiled_windows import CompiledLayers
 from .config import MemoryConfig
 from .families import family_of, get_submodule
 from .identity import WeightsHash, check_identity, identity_of
-from .linear import rows_alone, use_memory_linears
+from .linear import sequences_alone, use_memory_linears
 from .loading import load_memory_model
 from .memorizing import Reading
 from .ratios import ContextTooLongError, RatioOf, choose_ratio, ratio_function
@@ -495,9 +495,11 @@ class MemoryModel(nn.Module):
         return self.lm_head(self.final_norm(hidden))
 
     def logits_alone(self, hidden: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """`[self.logits(h) for h in hidden]`, each rounded as alone; the LM head's weight is read once for
-        all of them on the CPU (memory/linear.py, `rows_alone`)."""
-        return rows_alone(self.lm_head, [self.final_norm(states) for states in hidden])
+        """`[self.logits(h) for h in hidden]` ([1, D] each), each rounded as alone; on the CPU in float32 the
+        LM head's weight is read once for all of them (memory/linear.py)."""
+        rows = torch.cat([self.final_norm(states) for states in hidden])  # [n, D]
+        with sequences_alone({rows.shape[0]: list(range(rows.shape[0] + 1))}):
+            return list(self.lm_head(rows).split(1))
 
     def score_labelled(self, hidden: torch.Tensor, targets: torch.Tensor, teacher_states: torch.Tensor | None = None,
                        chunk_rows: int = SCORE_CHUNK_ROWS) -> tuple[torch.Tensor, torch.Tensor]:

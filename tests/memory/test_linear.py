@@ -1,7 +1,8 @@
 """The memory model's linear layers (memory/linear.py; docs/memory-model.md, "Linear layers in decoding"):
-where the CPU's split product applies, that it computes `F.linear`'s result, that the memory model's
-linear layers are `MemoryLinear`s, that decoding is the same with the split and without, and that the
-LM head's rows computed together equal each alone."""
+where the fixed-shape product applies, that it computes the linear layer, that each row's result is its
+own whatever rows are beside it (what lets an exact batch read each weight once per step), that the
+memory model's linear layers are `MemoryLinear`s, that a batch decodes as one by one with fewer
+products, and that the LM head's rows computed together equal each alone."""
 
 from __future__ import annotations
 
@@ -19,14 +20,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from memorag.memory import MemoryConfig, MemoryModel
 from memorag.memory import linear as linear_module
 from memorag.memory.linear import (
-    MAX_ROWS,
-    MIN_BLOCK_ELEMENTS,
+    ROWS,
     MemoryLinear,
-    _blocks,
+    fixed_rows_apply,
+    fixed_rows_product,
     is_plain_linear,
     linear,
     plain_linears,
-    rows_alone,
     sequences_alone,
     use_memory_linears,
 )
@@ -45,66 +45,76 @@ def threads(count: int):
         torch.set_num_threads(before)
 
 
-class BlockedProducts(TorchDispatchMode):
-    """Counts the batched products of rows with two blocks of a weight [2, in, out / 2] (the CPU split)."""
+class FixedProducts(TorchDispatchMode):
+    """Counts the products of a weight with `ROWS` rows as columns (the fixed-shape product), per weight."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.blocked = 0
+        self.by_weight: dict[int, int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket in (torch.ops.aten.bmm, torch.ops.aten.baddbmm):
-            weights = args[-1]
-            self.blocked += weights.shape[0] == 2 and weights.stride(0) == weights.shape[1] * weights.shape[2]
+        packet = func.overloadpacket
+        if packet in (torch.ops.aten.mm, torch.ops.aten.addmm):
+            weight, columns = args[-2], args[-1]
+            if columns.dim() == 2 and columns.shape[1] == ROWS and weight.shape[0] != ROWS:
+                self.by_weight[weight.data_ptr()] = self.by_weight.get(weight.data_ptr(), 0) + 1
         return func(*args, **(kwargs or {}))
 
+    @property
+    def total(self) -> int:
+        return sum(self.by_weight.values())
 
-@pytest.mark.parametrize("rows", [1, 2, 3, MAX_ROWS])
+
+@pytest.mark.parametrize("rows", [1, 2, 3, ROWS, ROWS + 1, 2 * ROWS + 1])
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("count", [2, 3])
-def test_the_split_product_computes_the_linear_layer(rows, bias, count):
+def test_the_fixed_rows_product_computes_the_linear_layer(rows, bias):
     generator = torch.Generator().manual_seed(rows)
-    weight = torch.randn(768, 512, generator=generator)  # 3 blocks of 2**17 weights or more
+    weight = torch.randn(768, 512, generator=generator) * 512**-0.5  # outputs of about unit size
     shift = torch.randn(768, generator=generator) if bias else None
     inputs = torch.randn(1, rows, 512, generator=generator)
-    with threads(count):
-        assert _blocks(inputs, weight) == count
-        with CountOps() as seen:
-            got = linear(inputs, weight, shift)
-    assert seen.counts["aten.baddbmm" if bias else "aten.bmm"] == 1 and not seen.counts["aten.mm"] + seen.counts["aten.addmm"]
-    assert got.shape == (1, rows, 768)
-    torch.testing.assert_close(got, F.linear(inputs, weight, shift), rtol=1e-6, atol=1e-6)
+    with CountOps() as seen:
+        got = fixed_rows_product(inputs, weight, shift)
+    groups = -(-rows // ROWS)
+    assert seen.counts["aten.addmm" if bias else "aten.mm"] == groups  # one product per group of ROWS rows
+    assert got.shape == (1, rows, 768) and got.is_contiguous()
+    torch.testing.assert_close(got, F.linear(inputs, weight, shift), rtol=1e-5, atol=1e-5)
 
 
-def test_the_blocks_are_the_most_that_divide_the_features_evenly_and_are_not_too_small():
-    inputs = torch.randn(1, 1, 8)
-    block = MIN_BLOCK_ELEMENTS // 8  # output features per block of the smallest size, at 8 inputs
-    with threads(4):
-        assert _blocks(inputs, torch.empty(4 * block, 8)) == 4
-        assert _blocks(inputs, torch.empty(3 * block, 8)) == 3
-        assert _blocks(inputs, torch.empty(4 * block + 2, 8)) == 3  # 4 blocks would not divide it evenly
-        assert _blocks(inputs, torch.empty(3 * block - 2, 8)) == 2  # 3 blocks would each be a little too small
-        assert _blocks(inputs, torch.empty(2 * block - 2, 8)) == 1  # too small to split at all
-        assert _blocks(inputs, torch.empty(4 * block + 1, 8)) == 1  # a prime number of features
-    with threads(1):
-        assert _blocks(inputs, torch.empty(4 * block, 8)) == 1
+@pytest.mark.parametrize("shape", [(576, 576), (192, 576), (1536, 576), (576, 1536), (4096, 576)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_each_rows_result_is_its_own_whatever_rows_are_beside_it(shape, bias):
+    # the property an exact batch rests on, on this machine's BLAS: a row alone and the same row at any place
+    # among other rows (or beside zero rows) round alike; shapes of the embedded model's layers among them
+    generator = torch.Generator().manual_seed(shape[0])
+    weight = torch.randn(*shape, generator=generator) * shape[1] ** -0.5
+    shift = torch.randn(shape[0], generator=generator) if bias else None
+    row = torch.randn(1, shape[1], generator=generator)
+    alone = fixed_rows_product(row, weight, shift)
+    for count in range(2, 2 * ROWS + 2):
+        for place in range(count):
+            rows = torch.randn(count, shape[1], generator=generator)
+            rows[place] = row[0]
+            assert torch.equal(fixed_rows_product(rows, weight, shift)[place], alone[0]), (count, place)
 
 
-def test_everything_else_is_plain_linear():
-    weight = torch.randn(2 * MIN_BLOCK_ELEMENTS // 8, 8)
-    with threads(2):
-        assert _blocks(torch.randn(1, MAX_ROWS + 1, 8), weight) == 1  # more rows: a matrix-matrix product
-        assert _blocks(torch.randn(1, 1, 8, dtype=torch.bfloat16), weight.bfloat16()) == 1  # slower split on CPU
-        assert _blocks(torch.randn(1, 1, 8, device="meta"), weight.to("meta")) == 1  # not the CPU
-        assert _blocks(torch.randn(1, 1, 8), weight.t().contiguous().t()) == 1  # a strided weight
-        assert _blocks(torch.randn(1, 1, 8, requires_grad=True), weight) == 1  # autograd
-        with torch.no_grad():
-            assert _blocks(torch.randn(1, 1, 8, requires_grad=True), weight) == 2
+def test_where_the_fixed_rows_product_applies():
+    weight = torch.randn(64, 8)
+    assert fixed_rows_apply(torch.randn(1, 1, 8), weight)
+    assert not fixed_rows_apply(torch.randn(1, 1, 8, dtype=torch.bfloat16), weight.bfloat16())  # slower on CPU
+    assert not fixed_rows_apply(torch.randn(1, 1, 8, device="meta"), weight.to("meta"))  # not the CPU
+    assert not fixed_rows_apply(torch.randn(1, 1, 8, requires_grad=True), weight)  # autograd
+    with torch.no_grad():
+        assert fixed_rows_apply(torch.randn(1, 1, 8, requires_grad=True), weight)
+    with plain_linears():
+        assert not fixed_rows_apply(torch.randn(1, 1, 8), weight)
+    with patch.object(linear_module, "fixed_rows_product", wraps=fixed_rows_product) as fixed:
+        linear(torch.randn(1, ROWS, 8), weight, None)
+        assert fixed.call_count == 1
+        linear(torch.randn(1, ROWS + 1, 8), weight, None)  # more rows: plain, a matrix-matrix product
+        linear(torch.randn(1, 0, 8), weight, None)
         with plain_linears():
-            assert _blocks(torch.randn(1, 1, 8), weight) == 1
-        with CountOps() as seen:
-            linear(torch.randn(1, MAX_ROWS + 1, 8), weight, None)
-        assert not seen.counts["aten.bmm"] and seen.counts["aten.mm"] == 1
+            linear(torch.randn(1, 1, 8), weight, None)
+        assert fixed.call_count == 1
 
 
 def test_the_memory_models_linear_layers_are_memory_linears_and_keep_their_weights():
@@ -129,56 +139,66 @@ def test_the_memory_models_linear_layers_are_memory_linears_and_keep_their_weigh
     assert all(torch.equal(holder.state_dict()[key], value) for key, value in state.items())
 
 
-def test_decoding_is_the_same_with_the_split_product_and_without():
-    # wide enough that the attention's query and output projections and the MLP split in two blocks
-    model = tiny_memory_model("llama", window=16, ratios=[4], base_overrides={
-        "hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 4})
+def test_a_batch_decodes_as_one_by_one_with_each_weight_read_once_per_step():
+    model = tiny_memory_model("llama", window=16, ratios=[4])
     memory = model.memorize(random_ids(16 * 5 + 3)[0].tolist(), show_progress=False)
     prompts = [random_ids(length, seed=length)[0].tolist() for length in (5, 9, 2)]
+    tokens = dict(max_new_tokens=24, min_new_tokens=24)
     with threads(2):
-        with BlockedProducts() as split_ops:
-            split = model.generate_ids_batch(prompts, memory=memory, max_new_tokens=24, min_new_tokens=24)
-        alone = [model.generate_ids(prompt, memory=memory, max_new_tokens=24, min_new_tokens=24)
-                 for prompt in prompts]
-        with plain_linears(), BlockedProducts() as plain_ops:
-            plain = model.generate_ids_batch(prompts, memory=memory, max_new_tokens=24, min_new_tokens=24)
-    assert split == plain == alone
-    # the decoding steps' query, output and MLP products ran as two blocks of output features each
-    assert split_ops.blocked > 4 * 24 and plain_ops.blocked == 0
+        with FixedProducts() as batch_products:
+            batch = model.generate_ids_batch(prompts, memory=memory, **tokens)
+        with FixedProducts() as alone_products:
+            alone = [model.generate_ids(prompt, memory=memory, **tokens) for prompt in prompts]
+        with plain_linears(), FixedProducts() as plain_products:
+            plain_batch = model.generate_ids_batch(prompts, memory=memory, **tokens)
+            plain_alone = [model.generate_ids(prompt, memory=memory, **tokens) for prompt in prompts]
+    assert batch == alone and plain_batch == plain_alone
+    # the three sequences' decoding rows share each layer's product: about a third of one by one's products
+    assert 0 < batch_products.total < 0.5 * alone_products.total and plain_products.total == 0
     hidden = torch.randn(1, 1, model.base_model.config.hidden_size)
-    with torch.no_grad(), threads(2):
+    with torch.no_grad():
         torch.testing.assert_close(model.logits(hidden), F.linear(model.final_norm(hidden), model.lm_head.weight),
-                                   rtol=1e-6, atol=1e-5)
+                                   rtol=1e-5, atol=1e-5)
 
 
 def test_the_lm_heads_rows_computed_together_equal_each_alone():
-    head = nn.Linear(512, 6000, bias=False)  # split on the CPU, and read in two blocks of rows
-    use_memory_linears(head)
-    rows = [torch.randn(1, 512, generator=torch.Generator().manual_seed(seed)) for seed in range(3)]
-    with torch.no_grad(), threads(2), patch.object(linear_module, "_CACHED_BLOCK_ELEMENTS", 4096 * 512):
-        with CountOps() as seen:
-            together = rows_alone(head, rows)
-        alone = [head(row) for row in rows]
-    assert seen.counts["aten.bmm"] == 2 * len(rows)  # two blocks of the weight, every row through each
+    model = tiny_memory_model("llama", window=16, ratios=[4])
+    size = model.base_model.config.hidden_size
+    rows = [torch.randn(1, size, generator=torch.Generator().manual_seed(seed)) for seed in range(ROWS + 2)]
+    with torch.no_grad():
+        with FixedProducts() as seen:
+            together = model.logits_alone(rows)
+        alone = [model.logits(row) for row in rows]
+        with plain_linears():
+            plain_together = model.logits_alone(rows)
+            plain_alone = [model.logits(row) for row in rows]
+    assert seen.by_weight == {model.lm_head.weight.data_ptr(): 2}  # six rows: two groups of four
     assert all(torch.equal(a, b) for a, b in zip(together, alone, strict=True))
-    torch.testing.assert_close(torch.cat(together), F.linear(torch.cat(rows), head.weight), rtol=1e-6, atol=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(plain_together, plain_alone, strict=True))
 
 
 def test_inside_sequences_alone_each_sequence_rounds_as_alone_and_only_in_its_thread():
     layer = nn.Linear(64, 32)
     use_memory_linears(layer)
     packed = torch.randn(1, 7, 64)
-    bounds = [0, 1, 3, 7]
     with torch.no_grad():
-        alone = torch.cat([layer(packed[:, start:end].clone()) for start, end in zip(bounds[:-1], bounds[1:])], 1)
-        with sequences_alone({7: bounds}):
-            assert torch.equal(layer(packed), alone)
-            assert torch.equal(layer(packed[:, :5]), F.linear(packed[:, :5], layer.weight, layer.bias))  # no split of 5
-            with ThreadPoolExecutor(1) as pool:  # another thread: plain rows
-                assert torch.equal(pool.submit(layer, packed).result(), F.linear(packed, layer.weight, layer.bias))
-            with pytest.raises(RuntimeError, match="inside another"), sequences_alone({7: bounds}):
-                pass
+        for bounds in ([0, 1, 3, 7], [0, 1, 7]):  # sequences of at most ROWS rows, and one of more
+            alone = torch.cat([layer(packed[:, start:end].clone()) for start, end in zip(bounds[:-1], bounds[1:])], 1)
+            with sequences_alone({7: bounds}):
+                assert torch.equal(layer(packed), alone)
+                # five rows, not a split size: plain rows
+                assert torch.equal(layer(packed[:, :5]), F.linear(packed[:, :5], layer.weight, layer.bias))
+                with ThreadPoolExecutor(1) as pool:  # another thread: plain rows
+                    assert torch.equal(pool.submit(layer, packed).result(), F.linear(packed, layer.weight, layer.bias))
+                with pytest.raises(RuntimeError, match="inside another"), sequences_alone({7: bounds}):
+                    pass
         assert torch.equal(layer(packed), F.linear(packed, layer.weight, layer.bias))
+        # bfloat16: no fixed-shape product, each sequence by its own `F.linear`
+        layer16, packed16 = copy.deepcopy(layer).bfloat16(), packed.bfloat16()
+        alone16 = torch.cat([F.linear(packed16[:, start:end].clone(), layer16.weight, layer16.bias)
+                             for start, end in ((0, 1), (1, 3), (3, 7))], 1)
+        with sequences_alone({7: [0, 1, 3, 7]}):
+            assert torch.equal(layer16(packed16), alone16)
 
 
 def test_low_rank_factors_are_memory_linears_too():
