@@ -97,7 +97,7 @@ class LocalGenerator(Generator):
         path = resolve_lm(name_or_path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = settle_auto_dtype(AutoModelForCausalLM.from_pretrained(path, **load_kwargs), load_kwargs).eval()
-        use_memory_linears(model)  # its decoding's few-row products on every CPU core (memorag/memory/linear.py)
+        use_memory_linears(model)  # its decoding's few-row products in the fixed shape (memorag/memory/linear.py)
         name = EMBEDDED_LM if is_embedded_lm(name_or_path) else os.fspath(name_or_path)
         return cls(model, tokenizer, name=name, **kwargs)
 

@@ -15,10 +15,10 @@ reads each weight once per step and still rounds every sequence as alone:
   (`torch.mm(weight, rows.T)`, `torch.addmm` with a bias: the output features are the long
   side, which the BLAS splits over all of torch's threads). A sequence decoded alone and the
   same sequence packed with others in one product get the same bits; more packed rows than
-  `ROWS` go in groups of `ROWS`. This is also the fast kernel for few rows: on a 2-core AMD
-  EPYC one row padded to four streamed the weights about as fast as the best one-row kernel,
-  and four rows took about as long as one, where `F.linear` took about twice as long for
-  one row and 1.7x longer for three rows one at a time (`benchmarks/row_linear.py`).
+  `ROWS` go in groups of `ROWS`. On a 2-core AMD EPYC, over the embedded model's layers, one
+  to four rows took about the same time this way, where one `F.linear` per row took 1.15x as
+  long for one row and 2.2x for three (`benchmarks/row_linear.py`; raw output in
+  benchmarks/results/fixed-rows-2026-11-26/).
 - **Each sequence alone where the kernel does not apply.** Inside `sequences_alone(splits)`
   (an exact batch's step, for its own thread only) a layer given N packed rows, `splits[N]`
   the sequences' bounds, computes the rows of all sequences together when each has at most
@@ -50,8 +50,8 @@ from torch import nn
 from torch.nn import functional as F
 
 # Products of at most this many rows are computed over exactly this many (zero rows below the real
-# ones): the three clue kinds of a default exact batch fit in one, and one row padded to four cost
-# about what one row alone costs on the CPU measured (`benchmarks/row_linear.py`).
+# ones): the three clue kinds of a default exact batch fit in one, and one row padded to four cost no
+# more than one row through `F.linear` on the CPU measured (`benchmarks/row_linear.py`).
 ROWS = 4
 
 _local = threading.local()  # .splits: this thread's sequence bounds by packed row count, or None
@@ -120,8 +120,9 @@ def fixed_rows_product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.T
     for start in range(0, rows.shape[0], ROWS):
         group = rows[start : start + ROWS]
         count = group.shape[0]
-        # a fresh contiguous [ROWS, in] block, so that every group reaches the BLAS with the same layout
-        group = F.pad(group, (0, 0, 0, ROWS - count)) if count < ROWS else group.contiguous()
+        # always a fresh contiguous [ROWS, in] block (a copy even when full), so that every group reaches the
+        # BLAS with the same layout and alignment, wherever its rows lay
+        group = F.pad(group, (0, 0, 0, ROWS - count))
         product = torch.mm(weight, group.T) if bias is None else torch.addmm(bias[:, None], weight, group.T)
         results.append(product.T[:count])  # [count, out]
     out = results[0] if len(results) == 1 else torch.cat(results)

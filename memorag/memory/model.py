@@ -64,7 +64,7 @@ class MemoryModel(nn.Module):
         init_id = special_token_id(tokenizer, base_model, self.config.embed_init)
         embedding = self.embed_tokens.weight[init_id].detach().clone()
         self.memory_embedding = nn.Parameter(embedding, requires_grad=True)  # [D]
-        use_memory_linears(self)  # sequences alone in a packed batch, few-row products on every CPU core
+        use_memory_linears(self)  # few rows in one fixed shape: a packed batch's sequences round as alone
         self.gradient_checkpointing = False
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
