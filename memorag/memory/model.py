@@ -31,7 +31,7 @@ from .compiled_windows import CompiledLayers
 from .config import MemoryConfig
 from .families import family_of, get_submodule
 from .identity import WeightsHash, check_identity, identity_of
-from .linear import sequences_alone, use_memory_linears
+from .linear import MemoryLinear, sequences_alone, use_memory_linears
 from .loading import load_memory_model
 from .memorizing import Reading
 from .ratios import ContextTooLongError, RatioOf, choose_ratio, ratio_function
@@ -496,7 +496,10 @@ class MemoryModel(nn.Module):
 
     def logits_alone(self, hidden: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """`[self.logits(h) for h in hidden]` ([1, D] each), each rounded as alone; on the CPU in float32 the
-        LM head's weight is read once for all of them (memory/linear.py)."""
+        LM head's weight is read once for all of them (memory/linear.py). A head that is not a `MemoryLinear`
+        (a quantized one) takes each row alone."""
+        if type(self.lm_head) is not MemoryLinear:
+            return [self.logits(states) for states in hidden]
         rows = torch.cat([self.final_norm(states) for states in hidden])  # [n, D]
         with sequences_alone({rows.shape[0]: list(range(rows.shape[0] + 1))}):
             return list(self.lm_head(rows).split(1))

@@ -176,6 +176,17 @@ def test_the_lm_heads_rows_computed_together_equal_each_alone():
     assert all(torch.equal(a, b) for a, b in zip(together, alone, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(plain_together, plain_alone, strict=True))
 
+    class Quantized(nn.Linear):  # a fake quantized head: not a MemoryLinear, so each row goes through it alone
+        pass
+
+    model.lm_head.__class__ = Quantized
+    with torch.no_grad(), patch.object(Quantized, "forward", autospec=True,
+                                       side_effect=lambda module, rows: F.linear(rows, module.weight)) as head:
+        quantized = model.logits_alone(rows)
+    assert head.call_count == len(rows) and all(call.args[1].shape[0] == 1 for call in head.call_args_list)
+    assert all(torch.equal(a, F.linear(model.final_norm(row), model.lm_head.weight))
+               for a, row in zip(quantized, rows, strict=True))
+
 
 def test_inside_sequences_alone_each_sequence_rounds_as_alone_and_only_in_its_thread():
     layer = nn.Linear(64, 32)
