@@ -4,7 +4,8 @@ Sequences that continue one memory differ in length, so each reaches its memory-
 rows and its window's end at its own step, at its own positions. Instead of padding
 them to one shape, their rows are packed along one row axis (batch 1): each layer runs
 once over all rows, with attention per sequence over its own cache, its own positions,
-memory rows and mask (`PackedStep`). `feed_batch` plans each sequence's pieces and hands
+memory rows and mask (`PackedStep`; in one call where the caches are stacked rows of one
+buffer and every sequence brings as many rows: `StackedStep`, memory/buffer_step.py). `feed_batch` plans each sequence's pieces and hands
 each round to `MemoryModel.step`, which packs them with `PackedRows`.
 
 Bit for bit as alone (`exact=True`, the default): a matrix product's rounding depends
@@ -34,6 +35,7 @@ import torch
 from torch import nn
 
 from .attention import PackedStep, RowSplit
+from .buffer_step import StackedStep
 from .cache import MemoryCache
 from .linear import sequences_alone
 from .step import PieceRows, plan_steps
@@ -82,7 +84,7 @@ class PackedRows:
     hidden: torch.Tensor  # [1, sum T_i, D]
     positions: torch.Tensor  # [1, sum T_i]
     position_embeddings: tuple[torch.Tensor, torch.Tensor]  # cos, sin [1, sum T_i, d]
-    context: PackedStep
+    context: PackedStep | StackedStep
 
     @classmethod
     def of(cls, parts: list[PieceRows], rotary: nn.Module, dtype: torch.dtype) -> PackedRows:
@@ -104,6 +106,7 @@ class PackedRows:
         sin = torch.cat([pair[1] for pair in embeddings], dim=1)
         rows = RowSplit.of(raw_rows, memory_rows, device=device) if memory_rows else None
         context = PackedStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
+        context = StackedStep.of(context) or context  # decoding steps over stacked caches: attention in one call
         return cls(parts, bounds, hidden, positions, (cos, sin), context)
 
     def linears(self, exact: bool):

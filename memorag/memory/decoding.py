@@ -32,7 +32,7 @@ from memorag.stop_tokens import stop_token_ids
 
 from .batch import feed_batch
 from .cache import MemoryCache
-from .shared_buffers import SharedBuffers
+from .shared_buffers import SharedBuffers, stacked_caches
 
 if TYPE_CHECKING:
     from .model import MemoryModel
@@ -213,8 +213,10 @@ def decode(
     if len(prompts) > 1 and model.decoding_compiled:  # one batch through the compiled step
         longest = max(len(ids) for ids in prompts) + max_new_tokens
         caches = SharedBuffers.allocate(model, memory, len(prompts), longest).caches
-    else:
-        caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
+    else:  # each the cache it has alone; rows of one buffer per layer where their capacities agree
+        reserves = [len(ids) + max_new_tokens for ids in prompts]
+        caches = stacked_caches(model, memory, reserves) or [model.new_cache(memory, reserve=reserve)
+                                                             for reserve in reserves]
     cache = MemoryKVCache(caches, [model.ratio_function(ratio) for ratio in ratios], stops, exact=exact)
     width = max(len(ids) for ids in prompts)
     pad = stops[0] if stops else 0

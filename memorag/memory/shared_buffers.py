@@ -1,4 +1,9 @@
-"""Several prompts decoded over one memory as one batch through the compiled step (docs/memory-model.md, "Decoding").
+"""Several prompts' caches as rows of one buffer per layer (docs/memory-model.md, "Decoding").
+
+`stacked_caches`: for an eager batch (memory/batch.py), each prompt's cache exactly as alone, its
+rows of the buffers stacked so that a round's attention runs in one call (`StackedStep`,
+memory/buffer_step.py). `SharedBuffers`, the rest of this module: several prompts decoded over one
+memory as one batch through the compiled step.
 
 Prompts over one memory differ in length, so each reaches its memory-token rows and its
 window's end at its own token: their caches cannot share one schedule. Here each prompt keeps
@@ -73,17 +78,7 @@ class SharedBuffers:
             head_dim, dtype = attention.head_dim, model.base_dtype
         # every raw token may bring a memory token (ratio 1), and a round writes two rows past the last one
         capacity = bucketed(state.cache_length + 2 * new_tokens + 2)
-        keys, values = [], []
-        for layer in range(len(model.layers)):
-            shape = (num_prompts, kv_heads, capacity, head_dim)
-            layer_keys = torch.zeros(shape, dtype=dtype, device=model.device)  # zeros: masked rows stay finite
-            layer_values = torch.zeros(shape, dtype=dtype, device=model.device)
-            if first is not None:
-                rows = first[0][layer].shape[2]
-                layer_keys[:, :, :rows] = first[0][layer].to(model.device)
-                layer_values[:, :, :rows] = first[1][layer].to(model.device)
-            keys.append(layer_keys)
-            values.append(layer_values)
+        keys, values = _stacked_buffers(model, first, num_prompts, (kv_heads, capacity, head_dim), dtype)
         caches = [MemoryCache(len(keys), model.rotate, state=state, keys=[k[p : p + 1] for k in keys],
                               values=[v[p : p + 1] for v in values]) for p in range(num_prompts)]
         return cls(keys, values, caches)
@@ -140,6 +135,45 @@ class SharedBuffers:
         context = BufferStep(self.keys, self.values, positions, torch.stack(biases), split, dtype, grouped)
         index = {id(cache): row for row, cache in enumerate(self.caches)}
         return hidden, positions, context, [index[id(item.cache)] for item in inputs]
+
+
+def stacked_caches(model: MemoryModel, memory: Memory | None, reserves: Sequence[int]) -> list[MemoryCache] | None:
+    """Working caches over `memory` for a batch of prompts decoded eagerly (memory/batch.py), each of the
+    capacity it gets alone (`MemoryModel.new_cache` with its `reserves[i]`), as rows of one buffer per layer,
+    so that a round in which every prompt brings as many rows attends in one call over all of them
+    (`StackedStep`, memory/buffer_step.py), each prompt exactly as alone. None (separate caches) where the
+    capacities differ, without a memory, for one prompt, or off the CPU (where a batched attention
+    kernel may round otherwise than a lone one)."""
+    if memory is None or len(reserves) < 2 or model.device.type != "cpu":
+        return None
+    rows = memory.keys[0].shape[2]
+    capacities = {bucketed(rows + max(reserve, 1)) for reserve in reserves}  # as `MemoryCache.continuing`
+    if len(capacities) != 1:
+        return None
+    model.check_memory(memory)
+    first = memory.keys[0]
+    keys, values = _stacked_buffers(model, (memory.keys, memory.values), len(reserves),
+                                    (first.shape[1], capacities.pop(), first.shape[3]), first.dtype)
+    return [MemoryCache(len(keys), model.rotate, state=memory.state, keys=[k[p : p + 1] for k in keys],
+                        values=[v[p : p + 1] for v in values], reserve=reserve) for p, reserve in enumerate(reserves)]
+
+
+def _stacked_buffers(model: MemoryModel, first: tuple[list[torch.Tensor], list[torch.Tensor]] | None,
+                     num_prompts: int, shape: tuple[int, int, int], dtype: torch.dtype
+                     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per layer, zeroed key and value buffers [P, H_kv, C, d] (`shape` = (H_kv, C, d)), every prompt's row
+    starting with `first`'s keys and values (a memory's, [1, H_kv, M, d] per layer) where given."""
+    keys, values = [], []
+    for layer in range(len(model.layers)):
+        layer_keys = torch.zeros((num_prompts, *shape), dtype=dtype, device=model.device)  # zeros: masked rows stay finite
+        layer_values = torch.zeros((num_prompts, *shape), dtype=dtype, device=model.device)
+        if first is not None:
+            rows = first[0][layer].shape[2]
+            layer_keys[:, :, :rows] = first[0][layer].to(model.device)
+            layer_values[:, :, :rows] = first[1][layer].to(model.device)
+        keys.append(layer_keys)
+        values.append(layer_values)
+    return keys, values
 
 
 @lru_cache(maxsize=4)
