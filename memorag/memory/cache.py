@@ -68,7 +68,7 @@ class MemoryCache:
         for `reserve` more rows (at least one); the memory itself is never written."""
         copies_k, copies_v = [], []
         for k, v in zip(keys, values, strict=True):
-            shape = (*k.shape[:2], bucketed(k.shape[2] + max(reserve, 1)), k.shape[3])
+            shape = (*k.shape[:2], continuing_capacity(k.shape[2], reserve), k.shape[3])
             new_k = k.new_zeros(shape, device=device)  # zeros: a decoding step reads the whole buffer
             new_v = v.new_zeros(shape, device=device)
             new_k[:, :, : k.shape[2]] = k
@@ -174,6 +174,11 @@ class MemoryCache:
         keys = [k[:, :, :n].clone() for k in self.keys]
         values = [v[:, :, :n].clone() for v in self.values]
         return keys, values
+
+
+def continuing_capacity(rows: int, reserve: int) -> int:
+    """The rows of a working copy of a memory of `rows` rows with room for `reserve` more (at least one)."""
+    return bucketed(rows + max(reserve, 1))
 
 
 def bucketed(rows: int) -> int:

@@ -39,7 +39,7 @@ import torch
 
 from .attention import RowSplit, bucket_bias
 from .buffer_step import BufferStep
-from .cache import MemoryCache, bucketed
+from .cache import MemoryCache, bucketed, continuing_capacity
 from .schedule import ScheduleState
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def stacked_caches(model: MemoryModel, memory: Memory | None, reserves: Sequence
     if memory is None or len(reserves) < 2 or model.device.type != "cpu":
         return None
     rows = memory.keys[0].shape[2]
-    capacities = {bucketed(rows + max(reserve, 1)) for reserve in reserves}  # as `MemoryCache.continuing`
+    capacities = {continuing_capacity(rows, reserve) for reserve in reserves}  # each as alone
     if len(capacities) != 1:
         return None
     model.check_memory(memory)
