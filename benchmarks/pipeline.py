@@ -7,6 +7,7 @@
     python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only   # that comparison alone
     python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only --compile-decoding default  # + compiled step
     python benchmarks/pipeline.py --quick --clue-decoding 3 --clue-only --baseline /tmp/before   # against a checkout
+    python benchmarks/pipeline.py --quick --clue-decoding 1 --clue-only --profile   # where the clue stage's time goes
     python benchmarks/pipeline.py --memory-weights untrained   # other memory weights (default: the shipped ones)
     python benchmarks/pipeline.py --device cuda --dtype bf16   # on a GPU (the embedded models must be installed)
 
@@ -26,6 +27,12 @@ reads the batch decoding's seconds from the line it prints ("round 1: batch: S s
 timed first, right after memorizing) and stops that process there (the other two decodings
 would take minutes more). `--clue-out` is then the comparison (default
 clue_decoding-vs-baseline.json in benchmarks/results), each run's own output kept beside it.
+
+`--profile` (with `--clue-decoding N`) adds, after the timed rounds, one batch clue stage timed
+round by round (memorag/benchmarking/rounds.py: the prompts' prefill, decoding rounds of raw rows
+only, rounds that also read memory-token rows, and what lies outside the rounds: the LM head and
+`generate`) and one under torch.profiler (its top operators); both tables are printed and kept in
+the clue-stage JSON ("batch_profile").
 
 Stages: load the models; memorize (the memory model reads the text), chunk, embed and
 index; the memory model writes clues; retrieve; the generator answers; save; reload the
@@ -79,11 +86,13 @@ def reload_in_fresh_process(directory: str, threads: int | None, device: str, dt
 
 
 def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bool,
-                           compile_mode: str | None = None) -> dict:
+                           compile_mode: str | None = None, profile: BenchDevice | None = None) -> dict:
     """The clue stage in each decoding, `rounds` times, interleaved; medians, the replies, whether
-    each decoding's replies equal one-by-one's; a table on stdout and JSON in `out`. With
-    `compile_mode`, afterwards: the memory model switched to the compiled decoding step, one clue
-    stage that compiles it (timed apart), then `rounds` more through it ("compiled")."""
+    each decoding's replies equal one-by-one's; a table on stdout and JSON in `out`. With `profile`
+    (the device), then one more batch clue stage timed round by round and one under torch.profiler
+    (`profile_clue_stage`). With `compile_mode`, afterwards: the memory model switched to the compiled
+    decoding step, one clue stage that compiles it (timed apart), then `rounds` more through it
+    ("compiled")."""
     import statistics
 
     from memorag.modes.memorag import CLUE_DECODINGS
@@ -102,6 +111,7 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
             seconds[decoding].append(time.perf_counter() - started)
             replies.setdefault(decoding, raw)
             print(f"round {round_index + 1}: {decoding}: {seconds[decoding][-1]:.2f} s", flush=True)
+    breakdown = None if profile is None else profile_clue_stage(rag, handler, context, question, language, profile)
     compile_s = None
     if compile_mode is not None:
         rag.memory_model.compile_decoding(mode=None if compile_mode == "default" else compile_mode)
@@ -140,6 +150,7 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
         "replies_equal_one_by_one": same,
         "compile_mode": compile_mode, "compile_s": None if compile_s is None else round(compile_s, 3),
         "replies": replies,
+        "batch_profile": breakdown,
         "memory_weights": weights_description(rag),
         "memory_model_dtype": dtype,
         "machine": machine_record(load_before),
@@ -151,10 +162,27 @@ def compare_clue_decodings(rag, question: str, rounds: int, out: Path, quick: bo
     return result
 
 
+def profile_clue_stage(rag, handler, context, question: str, language, device: BenchDevice) -> dict:
+    """Where the batch clue stage's time goes: one stage timed round by round (memorag/benchmarking/rounds.py:
+    prefill, decoding rounds with and without memory rows, the rest), then one under torch.profiler (its
+    top operators); both tables printed, and returned for the JSON."""
+    from memorag.benchmarking.rounds import rounds_record, rounds_summary, rounds_table, timed_rounds
+
+    with timed_rounds(rag.memory_model, device) as rounds:
+        total_s, _ = device.seconds(lambda: handler.write_clues(context, question, "memorag", language,
+                                                                decoding="batch"))
+    operators = device.profile(lambda: handler.write_clues(context, question, "memorag", language, decoding="batch"),
+                               row_limit=25)
+    print(f"\nthe batch clue stage round by round ({total_s:.2f} s):\n\n{rounds_table(rounds, total_s)}\n")
+    print(f"the batch clue stage under torch.profiler (another run; the profiler adds its own overhead):\n{operators}")
+    return {"seconds": round(total_s, 3), "by_kind": rounds_summary(rounds, total_s), "rounds": rounds_record(rounds),
+            "top_operators": operators}
+
+
 def compare_clue_stage_with_baseline(args, argv: list[str]) -> dict:
     """The clue stage (batch) in `args.baseline` and in this checkout, alternating, `args.clue_decoding` rounds."""
     options = without_options(argv, {"--baseline": 1, "--clue-decoding": 1, "--clue-only": 0, "--clue-out": 1,
-                                     "--compile-decoding": 1,
+                                     "--compile-decoding": 1, "--profile": 0,
                                      "--out": 1})
     options += ["--clue-decoding", "1", "--clue-only"]
     out = Path(args.clue_out or RESULTS / "clue_decoding-vs-baseline.json")
@@ -207,9 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-decoding", choices=["default", "reduce-overhead", "max-autotune"],
                         help="with --clue-decoding N: then also N clue stages through the compiled decoding step "
                              "(MemoryModel.compile_decoding in this torch.compile mode), its compiling timed apart")
+    parser.add_argument("--profile", action="store_true",
+                        help="with --clue-decoding N: then one batch clue stage timed round by round (prefill, "
+                             "decoding rounds with and without memory rows) and one under torch.profiler")
     parser.add_argument("--baseline", help="with --clue-decoding N --clue-only: time the clue stage (batch) "
                                            "in this other checkout and in this one, alternating, N rounds")
     args = parser.parse_args(argv)
+    if args.profile and not args.clue_decoding:
+        parser.error("--profile needs --clue-decoding N")
     if args.baseline:
         if not (args.clue_decoding and args.clue_only):
             parser.error("--baseline needs --clue-decoding N --clue-only")
@@ -250,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.clue_decoding:
             parser.error("--clue-only needs --clue-decoding N")
         compare_clue_decodings(rag, args.question, args.clue_decoding, Path(args.clue_out), args.quick,
-                               args.compile_decoding)
+                               args.compile_decoding, device if args.profile else None)
         return 0
 
     answer = rag.ask(args.question)
@@ -260,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.clue_decoding:
         compare_clue_decodings(rag, args.question, args.clue_decoding, Path(args.clue_out), args.quick,
-                               args.compile_decoding)
+                               args.compile_decoding, device if args.profile else None)
 
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()

@@ -41,3 +41,18 @@ def test_pipeline_benchmark_on_cuda(tmp_path):
     result = run_pipeline(tmp_path, "cuda", "bf16")
     check_result(result, "cuda")
     assert result["device"]["peak_memory"] == "torch.cuda.max_memory_allocated"
+
+
+@pytest.mark.slow
+def test_the_clue_stage_comparison_with_its_round_by_round_profile(tmp_path):
+    out = tmp_path / "clues.json"
+    assert main(["--chars", "1200", "--clue-decoding", "1", "--clue-only", "--profile", "--clue-out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["median_s"]) == {"one-by-one", "batch", "shared"}
+    assert result["replies_equal_one_by_one"]["batch"] is True  # the exact batch
+    profile = result["batch_profile"]
+    kinds = {row["kind"]: row for row in profile["by_kind"]}
+    assert kinds["prefill"]["rounds"] == 1 and "decoding, raw rows only" in kinds
+    assert sum(one["seconds"] for one in profile["rounds"]) <= profile["seconds"]
+    assert sum(row["share"] for row in profile["by_kind"]) == pytest.approx(1.0)
+    assert "aten::mm" in profile["top_operators"]
