@@ -16,6 +16,11 @@
 # (about 3 minutes more on an H200: run them in a third command). PYTHON picks the interpreter (default
 # python3); the package
 # is imported from the checkout (PYTHONPATH), so no install is needed where torch and transformers are.
+# A device budget of 15 minutes (the machine's start included) holds part of the set only. The points
+# not yet measured on an H100 (the compiled clue batch, compiled windows' memorize and training steps)
+# are ONLY="decode-7b memorize-7b-compiled train-7b-compiled train-135m-compiled": by the H200 leases'
+# logs about 7 minutes (benchmarks/results/compiled-windows-2026-11-26/), not yet run as one command.
+# The 135M training steps run 1, 4 and 16 sequences per step (16 is where 50,000 tokens/s held).
 # DRY_RUN=1 prints the benchmark commands instead of running them (tests/benchmarks/test_gpu_set.py).
 # ONLY="decode-7b memorize-7b" runs only the steps named (the names of the logs below) in both trees.
 # A tree that is no git checkout (an exported copy) names its revision in a file REVISION at its root.
@@ -57,14 +62,14 @@ run_set() {  # run_set TREE DEST: the GPU set with TREE's scripts, JSON and logs
         --plain-max 16384 --out "$dest/memorize-135m.json"
     step memorize-7b memorize.py --shape qwen2-7b --lengths 16384 32768 65536 131072 --ratios 4 \
         --plain-max 16384 --out "$dest/memorize-7b.json"
-    step train-135m train.py --shape smollm2-135m --windows 1024 --batches 1 4 --tokens 16384 --stages pretrain \
+    step train-135m train.py --shape smollm2-135m --windows 1024 --batches 1 4 16 --tokens 16384 --stages pretrain \
         --memory-rank 0 --steps 2 --json "$dest/train-135m.json"
     step train-7b train.py --shape qwen2-7b --windows 1024 --batches 1 --tokens 16384 --stages pretrain \
         --memory-rank 0 --steps 2 --json "$dest/train-7b.json"
     if grep -q -- '"--compile-windows"' "$tree/benchmarks/memorize.py"; then  # a tree with compiled windows
         step memorize-7b-compiled memorize.py --shape qwen2-7b --lengths 16384 32768 65536 131072 --ratios 4 \
             --plain-max 0 --compile-windows --out "$dest/memorize-7b-compiled.json"
-        step train-135m-compiled train.py --shape smollm2-135m --windows 1024 --batches 1 4 --tokens 16384 \
+        step train-135m-compiled train.py --shape smollm2-135m --windows 1024 --batches 1 4 16 --tokens 16384 \
             --stages pretrain --memory-rank 0 --steps 2 --compile-windows --json "$dest/train-135m-compiled.json"
         step train-7b-compiled train.py --shape qwen2-7b --windows 1024 --batches 1 --tokens 16384 --stages pretrain \
             --memory-rank 0 --steps 2 --compile-windows --json "$dest/train-7b-compiled.json"
