@@ -182,7 +182,7 @@ def profile_clue_stage(rag, handler, context, question: str, language, device: B
 def compare_clue_stage_with_baseline(args, argv: list[str]) -> dict:
     """The clue stage (batch) in `args.baseline` and in this checkout, alternating, `args.clue_decoding` rounds."""
     options = without_options(argv, {"--baseline": 1, "--clue-decoding": 1, "--clue-only": 0, "--clue-out": 1,
-                                     "--compile-decoding": 1, "--profile": 0,
+                                     "--compile-decoding": 1,
                                      "--out": 1})
     options += ["--clue-decoding", "1", "--clue-only"]
     out = Path(args.clue_out or RESULTS / "clue_decoding-vs-baseline.json")
@@ -243,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.profile and not args.clue_decoding:
         parser.error("--profile needs --clue-decoding N")
+    if args.profile and args.baseline:
+        parser.error("--profile times this checkout's clue stage; run it without --baseline")
     if args.baseline:
         if not (args.clue_decoding and args.clue_only):
             parser.error("--baseline needs --clue-decoding N --clue-only")

@@ -56,3 +56,13 @@ def test_the_clue_stage_comparison_with_its_round_by_round_profile(tmp_path):
     assert sum(one["seconds"] for one in profile["rounds"]) <= profile["seconds"]
     assert sum(row["share"] for row in profile["by_kind"]) == pytest.approx(1.0)
     assert "aten::mm" in profile["top_operators"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--profile"], "--profile needs --clue-decoding N"),
+    (["--profile", "--clue-decoding", "1", "--clue-only", "--baseline", "/tmp"], "run it without --baseline"),
+])
+def test_profile_is_refused_where_it_would_time_nothing(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert message in capsys.readouterr().err
