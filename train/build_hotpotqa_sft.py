@@ -10,7 +10,8 @@ import argparse
 import sys
 from collections import Counter
 
-from memorag.data.hotpotqa_sft import CLUE_KINDS, TRAIN_ROWS, build_samples, write_samples
+from memorag.data.hotpotqa_sft import CLUE_KINDS, TRAIN_ROWS, build_samples
+from memorag.data.sft import write_samples
 from memorag.datasets.packaged import load_hotpotqa
 
 

@@ -22,13 +22,10 @@ shuffled together.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from memorag.io import atomic_write_text
 from memorag.prompts import CLUE_INSTRUCTION, MEMORY_ANSWER, MEMORY_DRAFT, MEMORY_QUESTIONS
 
 TRAIN_ROWS = 5000  # rows 0..4,999 may be trained on; rows >= 5,000 only evaluate
@@ -97,8 +94,3 @@ def build_samples(rows: Sequence[dict[str, Any]], num_rows: int = TRAIN_ROWS, ex
                 "row": index,
             })
     return samples
-
-
-def write_samples(samples: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """The samples as JSONL (`memorag.data.sft`), written atomically."""
-    return atomic_write_text(path, "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples))

@@ -115,6 +115,11 @@ def _held_out_verses() -> list[str]:
     return parse_fallback_file(KJV_FALLBACK_FILE.read_text(encoding="utf-8"))
 
 
+def holds_held_out_verse(text: str, verses: list[str] | None = None) -> bool:
+    """Whether `text` holds a verse of the held-out books (`verses`: `_held_out_verses()` when None)."""
+    return any(verse in text for verse in (_held_out_verses() if verses is None else verses))
+
+
 def repeated_passage(index: int, seed: int, target_words: int, passage_words: int = 80) -> str:
     """A passage of KJV verses, filler verses, then the passage again (predictable only from memory)."""
     units = get_filler("kjv").units
@@ -144,7 +149,7 @@ def synthetic_documents(target_tokens: int = 3000, seed: int = SYNTHETIC_SEED) -
         else:
             example = generate_example(task, target_tokens, seed=seed, index=index)
             text = f"{example.context}\n\nQuestion: {example.question}\nAnswer: {'; '.join(example.answers)}"
-        if not any(verse in text for verse in held):
+        if not holds_held_out_verse(text, held):
             yield text
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from memorag.config import ConfigError
+from memorag.io import atomic_write_text
 from memorag.memory.chat import PromptLayout
 
 from .sources import expand_files
@@ -106,6 +107,11 @@ def read_sft_jsonl(path: str | Path) -> list[SFTSample]:
             if line.strip():
                 samples.append(SFTSample.from_record(_parse(line, f"{path}:{number}"), f"{path}:{number}"))
     return samples
+
+
+def write_samples(samples: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """SFT records (this module's format) as JSONL, written atomically."""
+    return atomic_write_text(path, "".join(json.dumps(sample, ensure_ascii=False) + "\n" for sample in samples))
 
 
 def _parse(line: str | bytes, where: str) -> Any:
