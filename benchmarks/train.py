@@ -42,7 +42,8 @@ Prints a markdown table and writes JSON (`--json`, default benchmarks/results/tr
 `--baseline DIR` compares with another checkout of the project (memorag/benchmarking/baseline.py):
 this script, with the other options as given, runs in both trees, each run a fresh process with
 this interpreter, alternating for `--rounds` rounds; the options must be ones the baseline's own
-train.py accepts (`--quick` is the same grid in every version). `--json` is then the comparison
+train.py accepts (`--quick` is the same grid in every version), except `--dtype`, which goes to a
+train.py that predates it as its earlier name `--precisions`. `--json` is then the comparison
 (seconds per step of each cell in every run, medians, best, before / after), each run's own
 output kept beside it.
 """
@@ -56,7 +57,15 @@ import sys
 import time
 from pathlib import Path
 
-from memorag.benchmarking.baseline import AFTER, BEFORE, compare_runs, run_script, without_options
+from memorag.benchmarking.baseline import (
+    AFTER,
+    BEFORE,
+    compare_runs,
+    options_for_tree,
+    run_script,
+    script_help,
+    without_options,
+)
 from memorag.benchmarking.device import BenchDevice, add_device_options, short_dtype
 from memorag.benchmarking.shapes import SHAPES, random_base
 from memorag.machine import cpu_model
@@ -64,6 +73,9 @@ from memorag.roofline import Shape, bounds, memorize_scores
 
 VOCAB = 49152  # SmolLM2's vocabulary
 RESULTS = Path(__file__).resolve().parent / "results"
+# options this script renamed, with their earlier names: a baseline checkout whose train.py predates the
+# shared device options (67f4846 and before) names the precisions `--precisions`
+BASELINE_RENAMED = {"--dtype": "--precisions"}
 
 
 def memory_projection_widths(shape: Shape, memory_params: str = "qkv") -> list[tuple[int, int]]:
@@ -268,10 +280,14 @@ def compare_with_baseline(args, argv: list[str]) -> dict:
     out = Path(args.json or RESULTS / "train-vs-baseline.json")
     trees = {BEFORE: Path(args.baseline), AFTER: Path(__file__).resolve().parents[1]}
 
-    def measure(tree: Path, keep: Path) -> dict[str, float]:
-        return cell_seconds(run_script(tree, "benchmarks/train.py", options, json_option="--json", keep=keep))
+    spelled = {tree: options_for_tree(options, script_help(tree, "benchmarks/train.py"), BASELINE_RENAMED)
+               for tree in trees.values()}
 
-    return compare_runs(trees, measure, args.rounds, out, {"script": "benchmarks/train.py", "options": options})
+    def measure(tree: Path, keep: Path) -> dict[str, float]:
+        return cell_seconds(run_script(tree, "benchmarks/train.py", spelled[tree], json_option="--json", keep=keep))
+
+    return compare_runs(trees, measure, args.rounds, out, {"script": "benchmarks/train.py", "options": options,
+                                                           "baseline_options": spelled[trees[BEFORE]]})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,28 @@ def without_options(argv: Sequence[str], dropped: dict[str, int]) -> list[str]:
     return kept
 
 
+def script_help(tree: Path, script: str, python: str = sys.executable) -> str:
+    """What `python tree/script --help` prints, run as `run_script` runs it (importing `memorag` from `tree`)."""
+    completed = subprocess.run([python, str(Path(tree) / script), "--help"], capture_output=True, text=True,
+                               check=False, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=str(tree))
+    if completed.returncode != 0:
+        raise SystemExit(f"{script} --help failed in {tree} (exit {completed.returncode}):\n{completed.stderr[-2000:]}")
+    return completed.stdout
+
+
+def options_for_tree(options: Sequence[str], help_text: str, renamed: dict[str, str]) -> list[str]:
+    """`options` as a script whose `--help` prints `help_text` spells them: an option this checkout calls NEW
+    (a key of `renamed`) that the other script does not offer, while it offers OLD (`renamed[NEW]`, its
+    earlier name for the same option), is passed as OLD (`--new v` and `--new=v` alike); the rest as given."""
+    offered = set(re.findall(r"(?<![\w-])(--[A-Za-z][\w-]*)", help_text))
+    spelled = {new: old for new, old in renamed.items() if new not in offered and old in offered}
+    out = []
+    for item in options:
+        name, equals, value = item.partition("=")
+        out.append(spelled[name] + equals + value if name in spelled else item)
+    return out
+
+
 def revision(tree: Path) -> str:
     """The checkout's commit (`git describe --always --dirty`), or "unknown"."""
     completed = subprocess.run(["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True,

@@ -16,9 +16,11 @@ from memorag.benchmarking.baseline import (
     alternate,
     compare_runs,
     compare_seconds,
+    options_for_tree,
     round_order,
     run_script,
     run_until_line,
+    script_help,
     without_options,
 )
 
@@ -54,6 +56,38 @@ def test_options_for_the_runs_drop_the_comparison_own():
     argv = ["--quick", "--baseline", "/tmp/x", "--rounds=3", "--json", "out.json", "--clue-only", "--steps", "2"]
     assert without_options(argv, {"--baseline": 1, "--rounds": 1, "--json": 1, "--clue-only": 0}) == [
         "--quick", "--steps", "2"]
+
+
+OLD_HELP = """usage: train.py [-h] [--quick] [--precisions {bf16,fp32} [{bf16,fp32} ...]] [--windows WINDOWS ...]
+  --precisions {bf16,fp32} [{bf16,fp32} ...]
+  --steps STEPS         timed steps per cell
+"""
+
+
+def test_an_option_goes_to_an_older_script_under_its_earlier_name():
+    renamed = {"--dtype": "--precisions"}
+    options = ["--dtype", "fp32", "bf16", "--steps", "2", "--dtype=fp32", "--dtype-x", "1"]
+    assert options_for_tree(options, OLD_HELP, renamed) == [
+        "--precisions", "fp32", "bf16", "--steps", "2", "--precisions=fp32", "--dtype-x", "1"]
+    newer = OLD_HELP.replace("--precisions", "--dtype")
+    assert options_for_tree(options, newer, renamed) == options  # it offers the new name: unchanged
+    assert options_for_tree(options, OLD_HELP + "  --dtype DTYPE\n", renamed) == options  # it offers both
+    assert options_for_tree(options, "usage: train.py [-h] [--steps STEPS]\n", renamed) == options  # neither
+
+
+def test_a_script_help_is_read_from_its_own_checkout(tmp_path):
+    tree = tmp_path / "fake-old"
+    tree.mkdir()
+    (tree / "fake_benchmark.py").write_text(
+        "import argparse, os\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--precisions', nargs='+')\nparser.add_argument('--tree')\n"
+        "print(os.environ['PYTHONPATH'])\nparser.parse_args()\n")
+    text = script_help(tree, "fake_benchmark.py")
+    assert text.startswith(str(tree)) and "--precisions" in text
+    assert options_for_tree(["--dtype", "fp32"], text, {"--dtype": "--precisions"}) == ["--precisions", "fp32"]
+    (tree / "broken.py").write_text("raise SystemExit(4)\n")
+    with pytest.raises(SystemExit, match="exit 4"):
+        script_help(tree, "broken.py")
 
 
 def test_a_comparison_runs_each_checkout_in_its_own_process(tmp_path, monkeypatch):
