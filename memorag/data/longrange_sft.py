@@ -30,7 +30,7 @@ from typing import Any
 
 from memorag.prompts import MEMORY_ANSWER
 
-from .mixture import _held_out_verses, holds_held_out_verse
+from .mixture import held_out_verses, holds_held_out_verse
 
 LONGRANGE_SEED = 20_000
 # the default tasks; Hash-Hop is left out because its hashes take about 8 tokens per approximate one, so
@@ -59,7 +59,7 @@ def build_samples(num_samples: int, context_tokens: Sequence[int] = (3072,),
         raise ValueError(f"language {language!r}: the instruction exists in {', '.join(MEMORY_ANSWER)}")
     generation_seed = LONGRANGE_SEED + seed
     lengths = random.Random(f"{generation_seed}:longrange-lengths")
-    held = _held_out_verses()
+    held = held_out_verses()
     samples: list[dict[str, Any]] = []
     index = 0
     while len(samples) < num_samples:

@@ -111,13 +111,14 @@ def essay_documents() -> tuple[list[str], list[str]]:
     return pieces[:-held], pieces[-held:]
 
 
-def _held_out_verses() -> list[str]:
+def held_out_verses() -> list[str]:
+    """Every verse of the held-out books (Ruth, Esther, Jonah), as the KJV fallback file gives them."""
     return parse_fallback_file(KJV_FALLBACK_FILE.read_text(encoding="utf-8"))
 
 
 def holds_held_out_verse(text: str, verses: list[str] | None = None) -> bool:
-    """Whether `text` holds a verse of the held-out books (`verses`: `_held_out_verses()` when None)."""
-    return any(verse in text for verse in (_held_out_verses() if verses is None else verses))
+    """Whether `text` holds a verse of the held-out books (`verses`: `held_out_verses()` when None)."""
+    return any(verse in text for verse in (held_out_verses() if verses is None else verses))
 
 
 def repeated_passage(index: int, seed: int, target_words: int, passage_words: int = 80) -> str:
@@ -141,7 +142,7 @@ def synthetic_documents(target_tokens: int = 3000, seed: int = SYNTHETIC_SEED) -
     """Generated long-range documents, tasks in turn, endlessly; none holds a held-out verse."""
     from memorag.datasets.synthetic import generate_example
 
-    held = _held_out_verses()
+    held = held_out_verses()
     for index in range(10**9):
         task = SYNTHETIC_TASKS[index % len(SYNTHETIC_TASKS)]
         if task == "repeated_passage":

@@ -56,7 +56,7 @@ def test_the_mixture_follows_the_shares_and_writes_no_held_out_text(tmp_path, mo
     assert json.loads((tmp_path / "mix" / "wiki_heldout.jsonl").read_text())["text"] == "HELD-OUT LEAD"
     for source in ("wiki", "essays", "synthetic"):  # whole documents: a share overshoots by less than one
         assert manifest["shares_actual"][source] == pytest.approx(shares[source], abs=0.1)
-    held_verses = mixture._held_out_verses()
+    held_verses = mixture.held_out_verses()
     assert not any(verse in text for verse in held_verses)
     assert any("Question:" in row["text"] for row in rows if row["source"] == "synthetic")
     again = build_mixture(tmp_path / "mix2", shares, 60_000, kjv_file(tmp_path), synthetic_tokens=600,
