@@ -14,7 +14,11 @@ is given. The models load on a CUDA GPU when there is one, else on the CPU (--de
 pipeline (memorag.pipeline.PipelineConfig: retriever, embedder, chunk_tokens, clue_kinds,
 max_clues, ...). Writes OUT (one JSON line per
 example: clues, raw memory replies, hits and recalls) and OUT with .summary.json; prints the
-summary. The logic lives in memorag.evaluation.clue_recall.
+summary. --clue-source full-context or answer scores a reference instead of the memory's clues
+(the base reading the whole context; the gold answer), which bounds what the memory's can reach
+(memorag.evaluation.clue_sources). Records are kept in OUT's .partial.jsonl as they are made: a
+run that stops (killed, out of time) goes on where it stopped when started again with the same
+arguments; other settings are refused. The logic lives in memorag.evaluation.clue_recall.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from memorag.config import ConfigError, load_config
 from memorag.evaluation.clue_recall import run_clue_recall
+from memorag.evaluation.clue_sources import CLUE_SOURCES
 from memorag.pipeline import PipelineConfig
 from memorag.placement import Placement, add_placement_arguments, placement_overrides
 
@@ -44,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memorize", choices=("context", "documents"), default="context",
                         help="per-question examples: memorize the context, or its documents")
     parser.add_argument("--coverage", type=float, default=1.0, help="share of a gold span to cover (default 1)")
+    parser.add_argument("--clue-source", choices=CLUE_SOURCES, default="memory",
+                        help="who writes the clues: the memory (default); full-context: the base reading the whole "
+                             "context uncompressed, the same prompts (a reference above the memory); answer: the "
+                             "gold answer as the clue (what a perfect draft retrieves)")
     parser.add_argument("settings", nargs="*", metavar="key=value", help="pipeline settings")
     add_placement_arguments(parser)
     args = parser.parse_args(argv)
@@ -54,9 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         parser.error(str(error))
     name = args.data.replace(":", "_") if args.data.startswith("hotpotqa:") else Path(args.data).name
-    out = args.out or Path("runs/clues") / f"{name.removesuffix('.jsonl')}.jsonl"
+    source = "" if args.clue_source == "memory" else f"-{args.clue_source}"
+    out = args.out or Path("runs/clues") / f"{name.removesuffix('.jsonl')}{source}.jsonl"
     summary = run_clue_recall(args.checkpoint, args.data, out, base=args.base, k=args.k, coverage=args.coverage,
-                              memorize=args.memorize, num_examples=args.num_examples, pipeline=pipeline)
+                              memorize=args.memorize, num_examples=args.num_examples, pipeline=pipeline,
+                              clue_source=args.clue_source)
     print(json.dumps(summary, indent=2))
     print(f"clues and recalls in {out}; summary in {Path(out).with_suffix('.summary.json')}")
     return 0

@@ -13,9 +13,14 @@ same k, ranks chunks three ways:
   retrieves ``hits_per_query`` and the lists are fused, the question weighing
   ``query_weight``), as ``ask`` and the retrievers rank it.
 
+The clues can also come from a reference that bounds the memory's
+(``memorag.evaluation.clue_sources``): the base reading the whole context
+(``full-context``), or the gold answer (``answer``).
+
 Recall of gold evidence in the top k of each ranking is computed as the harness
 defines it (``memorag.evaluation.recall``). One JSON line per example (clues,
-the memory's raw replies, the hits and recalls), and a summary of the means.
+the memory's raw replies, the hits and recalls), and a summary of the means and of
+the clue-driven rankings' gains over the query's, with 95% bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -27,10 +32,14 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
 
+from memorag.config import config_to_dict
 from memorag.datasets.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.evaluation import recall as recall_lib
+from memorag.evaluation.clue_sources import needs_memory, write_clues
+from memorag.evaluation.partial_records import PartialRecords
 from memorag.evaluation.runner import group_examples
 from memorag.io import atomic_write_text
 from memorag.modes.evidence_plan import clue_plan
@@ -113,39 +122,74 @@ def _rankings(rag: MemoRAG, question: str, clues: list[str], k: int) -> dict[str
 
 
 def clue_recall(data: list[EvalExample] | CorpusTask, new_pipeline: Callable[[], MemoRAG], *, k: int = 5,
-                coverage: float = 1.0, memorize: str = "context", progress: bool = True) -> list[dict[str, Any]]:
-    """One record per example: the clues, and recall@k of the three rankings (see the module docstring)."""
+                coverage: float = 1.0, memorize: str = "context", progress: bool = True,
+                clue_source: str = "memory", partial: PartialRecords | None = None) -> list[dict[str, Any]]:
+    """One record per example: the clues (written by `clue_source`, `memorag.evaluation.clue_sources`),
+    and recall@k of the three rankings (see the module docstring). With `partial`, the examples it
+    holds are not asked again and each new record is added to it as soon as it is made."""
     if k < 1:
         raise ValueError(f"k={k} must be at least 1")
+    with_memory = needs_memory(clue_source)
+    done = partial.done if partial is not None else {}
     groups = group_examples(data, "clues", memorize)
     records = []
-    with tqdm(total=sum(len(g.examples) for g in groups), desc="clues", disable=not progress) as bar:
+    total = sum(len(g.examples) for g in groups)
+    with tqdm(total=total, initial=sum(e.id in done for g in groups for e in g.examples), desc="clues",
+              disable=not progress) as bar:
         for group in groups:
+            if all(example.id in done for example in group.examples):
+                records += [done[example.id] for example in group.examples]
+                continue
             rag = new_pipeline()
-            rag.memorize(group.documents, show_progress=False)
+            rag.memorize(group.documents, with_memory=with_memory, show_progress=False)
             for example in group.examples:
-                clues, raw = rag.clues(example.question, task="memorag")
+                if example.id in done:
+                    records.append(done[example.id])
+                    continue
+                clues, raw = write_clues(clue_source, rag, example)
                 units = recall_lib.gold_units(example.gold_evidence, group.as_documents)
                 hits = {name: _spans(rag, ranked) for name, ranked in _rankings(rag, example.question, clues, k).items()}
                 records.append({
-                    "id": example.id, "question": example.question, "clues": clues, "raw_clues": raw,
+                    "id": example.id, "question": example.question, "clue_source": clue_source, "clues": clues,
+                    "raw_clues": raw,
                     "recall": {name: recall_lib.recall(units, [s for s, _ in hits[name]], coverage) for name in VARIANTS},
                     "doc_recall": {name: recall_lib.doc_recall(units, [s for s, _ in hits[name]]) for name in VARIANTS},
                     "hits": {name: [[*span, score] for span, score in hits[name]] for name in VARIANTS},
                 })
+                if partial is not None:
+                    partial.add(records[-1])
                 bar.update()
     return records
 
 
 def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
-    """Mean recall@k x 100 of each ranking over the examples where it applies."""
+    """Mean recall@k x 100 of each ranking over the examples where it applies, and the gain of the
+    clue-driven rankings over the query's (`paired_gain`)."""
     summary: dict[str, Any] = {"n": len(records), "k": k}
     for field in ("recall", "doc_recall"):
         for name in VARIANTS:
             values = [r[field][name] for r in records if r[field][name] is not None]
             summary[f"{field}@{k} {name}"] = round(100 * fmean(values), 2) if values else None
         summary[f"{field}_n"] = sum(r[field]["query"] is not None for r in records)
+        for name in VARIANTS[1:]:
+            summary[f"{field}@{k} {name} - query"] = paired_gain(records, field, name)
     return summary
+
+
+def paired_gain(records: Sequence[dict[str, Any]], field: str, name: str, samples: int = 10_000,
+                seed: int = 0) -> dict[str, float] | None:
+    """Mean of `name`'s recall minus the query's over the same examples, in points, with a 95%
+    percentile bootstrap interval over examples (a generator seeded by `seed`); None without examples."""
+    diffs = [r[field][name] - r[field]["query"] for r in records
+             if r[field][name] is not None and r[field]["query"] is not None]
+    if not diffs:
+        return None
+    points = 100 * torch.tensor(diffs, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(seed)
+    draws = points[torch.randint(0, len(diffs), (samples, len(diffs)), generator=generator)].mean(-1)
+    low, high = torch.quantile(draws, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    return {"points": round(float(points.mean()), 2), "low": round(low, 2), "high": round(high, 2),
+            "examples": len(diffs), "bootstrap_samples": samples, "seed": seed}
 
 
 def write_records(path: str | os.PathLike[str], records: Sequence[dict[str, Any]]) -> Path:
@@ -156,10 +200,13 @@ def run_clue_recall(checkpoint: str | os.PathLike[str], data_path: str | os.Path
                     out: str | os.PathLike[str], *, base: str | None = None, k: int = 5, coverage: float = 1.0,
                     memorize: str = "context", num_examples: int | None = None,
                     pipeline: PipelineConfig | None = None, memory_model=None, embedder=None,
-                    embedder_name: str | None = None, progress: bool = True) -> dict[str, Any]:
+                    embedder_name: str | None = None, progress: bool = True,
+                    clue_source: str = "memory") -> dict[str, Any]:
     """Load the checkpoint (unless `memory_model` is given) and the embedder once, where the
     pipeline's `device`, `dtype` and `quantize` say, run :func:`clue_recall` over the data, write
-    OUT and OUT.summary.json; returns the summary."""
+    OUT and OUT.summary.json; returns the summary. Records are kept in OUT.partial.jsonl as they are
+    made (`memorag.evaluation.partial_records`): a stopped run, started again with the same
+    arguments, goes on from where it stopped."""
     pipeline = pipeline or PipelineConfig()
     set_threads(pipeline.threads)
     if memory_model is None:
@@ -169,13 +216,19 @@ def run_clue_recall(checkpoint: str | os.PathLike[str], data_path: str | os.Path
         loader = MemoRAG(pipeline, memory_model=model)
         embedder, embedder_name = loader.embedder, loader.embedder_name
     data = limit(read_data(data_path, model.tokenizer, num_examples), num_examples)
+    identity = {"checkpoint": str(checkpoint), "memory_model": model.identity(), "embedder": embedder_name,
+                "data": str(data_path), "num_examples": num_examples, "k": k, "coverage": coverage,
+                "memorize": memorize, "clue_source": clue_source,
+                "pipeline": {key: value for key, value in config_to_dict(pipeline).items() if key != "threads"}}
+    partial = PartialRecords(out, identity)
     records = clue_recall(
         data, lambda: MemoRAG(pipeline, memory_model=model, embedder=embedder, embedder_name=embedder_name),
-        k=k, coverage=coverage, memorize=memorize, progress=progress,
+        k=k, coverage=coverage, memorize=memorize, progress=progress, clue_source=clue_source, partial=partial,
     )
     out = Path(out)
     write_records(out, records)
     summary = {"checkpoint": str(checkpoint), "base": getattr(model, "name", None), "data": str(data_path),
-               **summarize(records, k)}
+               "clue_source": clue_source, **summarize(records, k)}
     atomic_write_text(out.with_suffix(".summary.json"), json.dumps(summary, indent=2) + "\n")
+    partial.finish()
     return summary

@@ -44,7 +44,7 @@ def _dumps(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-def _read_lines(path: Path, repair: bool) -> list[dict[str, Any]]:
+def read_json_lines(path: Path, repair: bool) -> list[dict[str, Any]]:
     """JSON objects of a JSON-lines file; a torn last line (no newline, not JSON) is dropped (and cut
     from the file when `repair`). Any other bad line is an error."""
     if not path.is_file():
@@ -70,6 +70,14 @@ def _read_lines(path: Path, repair: bool) -> list[dict[str, Any]]:
     return records
 
 
+def append_json_line(path: Path, record: dict[str, Any]) -> None:
+    """Append `record` to a JSON-lines file as one line, synced to disk before returning."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(_dumps(record) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 class ResultStore:
     """The records and cell summaries of one results folder."""
 
@@ -79,10 +87,10 @@ class ResultStore:
         self.examples_path = self.directory / EXAMPLES_FILE
         self.cells_path = self.directory / CELLS_FILE
         self._records: dict[CellKey, dict[str, dict[str, Any]]] = {}
-        for record in _read_lines(self.examples_path, repair=True):
+        for record in read_json_lines(self.examples_path, repair=True):
             self._records.setdefault(cell_key(record), {})[record["example_id"]] = record
         self._cells: dict[CellKey, dict[str, Any]] = {
-            cell_key(cell): cell for cell in _read_lines(self.cells_path, repair=False)
+            cell_key(cell): cell for cell in read_json_lines(self.cells_path, repair=False)
         }
 
     def check(self, key: CellKey, fingerprint: str) -> None:
@@ -126,10 +134,7 @@ class ResultStore:
 
     def add(self, record: dict[str, Any]) -> None:
         """Append one example's record and make it durable before going on."""
-        with open(self.examples_path, "a", encoding="utf-8") as handle:
-            handle.write(_dumps(record) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        append_json_line(self.examples_path, record)
         self._records.setdefault(cell_key(record), {})[record["example_id"]] = record
 
     def records(self, key: CellKey, example_ids: list[str] | None = None) -> list[dict[str, Any]]:

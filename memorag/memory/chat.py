@@ -83,9 +83,12 @@ def prompt_ids(tokenizer, layout: PromptLayout, prompt, memory: Memory | None) -
         raise ValueError("the prompt is empty; ask something")
     if memory is None:
         return encode(tokenizer, layout, layout.standalone(prompt), first=True)
-    if memory.chat:
-        return encode(tokenizer, layout, layout.continuation(prompt), first=False)
-    return encode(tokenizer, layout, prompt, first=False)
+    return continuation_ids(tokenizer, layout, prompt, memory.chat)
+
+
+def continuation_ids(tokenizer, layout: PromptLayout, prompt: str, chat: bool) -> list[int]:
+    """The ids of a prompt text that follows a context read in the chat template (`chat`) or without it."""
+    return encode(tokenizer, layout, layout.continuation(prompt) if chat else prompt, first=False)
 
 
 def special_token_id(tokenizer, base_model, which: str) -> int:

@@ -103,19 +103,11 @@ class MemoRAGMode(Mode):
         "one-by-one" decodes the kinds in turn (benchmarks/pipeline.py compares the three)."""
         settings: MemoRAGSettings = context.settings
         memory = context.memory
-        if task == "summarize":
-            focus = prompts.fill(prompts.KEY_POINTS_FOCUS, language, request=query)
-            requests = {"key_points": (prompts.fill(prompts.MEMORY_KEY_POINTS, language, focus=focus), True)}
-        else:
-            templates = {"spans": prompts.CLUE_INSTRUCTION, "questions": prompts.MEMORY_QUESTIONS,
-                         "draft": prompts.MEMORY_DRAFT}
-            requests = {kind: (prompts.fill(templates[kind], language, question=query), kind != "draft")
-                        for kind in settings.clue_kinds}
+        requests = clue_requests(settings, query, task, language)
         kinds = list(requests)
         if decoding not in CLUE_DECODINGS:
             raise ValueError(f"decoding={decoding!r} is not one of {', '.join(CLUE_DECODINGS)}")
         raw: dict[str, str] = {}
-        groups: list[list[str]] = []
         with tqdm(total=len(requests), desc="writing clues", unit="kind", disable=not show_progress,
                   file=sys.stderr, bar_format=_CLUE_BAR) as bar:
             if decoding == "one-by-one" or len(kinds) == 1:
@@ -131,7 +123,23 @@ class MemoRAGMode(Mode):
                                                               exact=decoding == "batch")
                 raw.update(zip(kinds, replies, strict=True))
                 bar.update(len(kinds))
-        for kind, (prompt, split_lines) in requests.items():
-            groups.append(parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines,
-                                      max_clues=settings.max_clues))
-        return combine_clues(groups, settings.max_clues, query), raw
+        return clues_from_replies(requests, raw, query, settings), raw
+
+
+def clue_requests(settings: MemoRAGSettings, query: str, task: str, language: str) -> dict[str, tuple[str, bool]]:
+    """The prompt of each clue kind the memory is asked (key points for `summarize`), and whether its
+    reply is split into lines: what `MemoRAGMode.write_clues` asks, whoever answers it."""
+    if task == "summarize":
+        focus = prompts.fill(prompts.KEY_POINTS_FOCUS, language, request=query)
+        return {"key_points": (prompts.fill(prompts.MEMORY_KEY_POINTS, language, focus=focus), True)}
+    templates = {"spans": prompts.CLUE_INSTRUCTION, "questions": prompts.MEMORY_QUESTIONS, "draft": prompts.MEMORY_DRAFT}
+    return {kind: (prompts.fill(templates[kind], language, question=query), kind != "draft")
+            for kind in settings.clue_kinds}
+
+
+def clues_from_replies(requests: dict[str, tuple[str, bool]], raw: dict[str, str], query: str,
+                       settings: MemoRAGSettings) -> list[str]:
+    """The retrieval clues in the raw replies to `requests` (`clue_requests`), cleaned and combined."""
+    groups = [parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines, max_clues=settings.max_clues)
+              for kind, (prompt, split_lines) in requests.items()]
+    return combine_clues(groups, settings.max_clues, query)

@@ -17,7 +17,13 @@ from memorag.modes.context import Loaders, ModeContext, SharedSettings
 from memorag.modes.evidence import EvidenceSettings, EvidenceStep
 from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.pipeline.corpus import MemorizedCorpus
-from memorag.pipeline.helpers import as_documents, describe_type, label_embedder, split_model_args
+from memorag.pipeline.helpers import (
+    as_documents,
+    describe_type,
+    label_embedder,
+    memory_text,
+    split_model_args,
+)
 from memorag.pipeline.persistence import (
     check_memory_dtype,
     check_saved_identity,
@@ -244,11 +250,6 @@ class MemoRAG:
     def content_sha256(self) -> str:
         return self._corpus.content_sha256
 
-    def _memory_text(self, documents: Sequence[Document], continuing: bool) -> str:
-        parts = [f"{document.title}\n\n{document.text}" if document.title else document.text for document in documents]
-        text = "\n\n".join(parts)
-        return "\n\n" + text if continuing else text
-
     def memorize(
         self,
         text_or_documents: str | Document | Sequence[str | Document],
@@ -278,7 +279,7 @@ class MemoRAG:
         if with_memory or memory is not None:
             with timed(report.timings, "memory"):
                 if memory is None:
-                    memory = self.memory_model.memorize(self._memory_text([*self._corpus.documents, *new], False),
+                    memory = self.memory_model.memorize(memory_text([*self._corpus.documents, *new], False),
                                                         show_progress=show_progress)
                 else:
                     memory = self._extend_memory(memory, new, show_progress)
@@ -296,7 +297,7 @@ class MemoRAG:
         from memorag.memory.model import ContextTooLongError
 
         try:
-            return self.memory_model.memorize(self._memory_text(new, True), memory=memory, show_progress=show_progress)
+            return self.memory_model.memorize(memory_text(new, True), memory=memory, show_progress=show_progress)
         except ContextTooLongError as error:
             raise ContextTooLongError(
                 f"{error}. The memory already made was read at ratio {memory.ratio}, which cannot change: memorize "
@@ -306,7 +307,7 @@ class MemoRAG:
     def ensure_memory(self, show_progress: bool | None = None) -> None:
         """Build the memory of every document now, if `memorize` was told not to."""
         if self.memory is None and self._corpus.documents:
-            self._corpus.set_memory(self.memory_model.memorize(self._memory_text(self._corpus.documents, False),
+            self._corpus.set_memory(self.memory_model.memorize(memory_text(self._corpus.documents, False),
                                                                show_progress=show_progress))
 
     # -- asking ---------------------------------------------------------------------------------

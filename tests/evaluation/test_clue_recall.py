@@ -70,3 +70,23 @@ def test_held_out_hotpotqa_data_come_from_rows_5000_and_above():
     assert len(examples) == 3 and all(example.meta["row"] >= 5000 for example in examples)
     with pytest.raises(ValueError, match="hotpotqa:4096"):
         read_data("hotpotqa:many")
+
+
+def test_paired_gain_over_the_query_with_a_bootstrap_interval():
+    from memorag.evaluation.clue_recall import paired_gain, summarize
+
+    def record(query, clues, both):
+        recalls = {"query": query, "clues": clues, "query+clues": both}
+        return {"recall": recalls, "doc_recall": dict(recalls)}
+
+    always = [record(0.5, 0.0, 1.0)] * 4  # the union finds half a question more, every time
+    assert paired_gain(always, "recall", "query+clues") == {
+        "points": 50.0, "low": 50.0, "high": 50.0, "examples": 4, "bootstrap_samples": 10_000, "seed": 0}
+    mixed = [record(0.0, 0.0, 1.0), record(1.0, 1.0, 0.0), record(0.5, 0.5, 1.0), record(None, None, None)]
+    gain = paired_gain(mixed, "recall", "query+clues")
+    assert gain["points"] == round(100 * (1 - 1 + 0.5) / 3, 2) and gain["examples"] == 3
+    assert -100 <= gain["low"] < gain["points"] < gain["high"] <= 100
+    assert paired_gain([record(None, None, None)], "recall", "clues") is None
+    summary = summarize(always, k=3)
+    assert summary["recall@3 clues - query"]["points"] == -50.0
+    assert summary["doc_recall@3 query+clues - query"]["points"] == 50.0
