@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from memorag.cache_argument import cache_kwargs
-from memorag.clues import detect_language
 from memorag.datasets.schema import EvalExample
 from memorag.generation.prefix_cache import PrefixCache
 from memorag.memory.chat import context_ids, continuation_ids
-from memorag.modes.memorag import MemoRAGMode, clue_requests, clues_from_replies
+from memorag.modes.memorag import clue_requests, clues_from_replies
 from memorag.pipeline.helpers import memory_text
 from memorag.stop_tokens import stop_token_ids
 
@@ -60,10 +59,10 @@ def write_clues(source: str, rag: MemoRAG, example: EvalExample) -> tuple[list[s
 
 def full_context_clues(rag: MemoRAG, question: str) -> tuple[list[str], dict[str, str]]:
     """The clue prompts answered by the memory model's base with `rag`'s documents read in full."""
-    settings = MemoRAGMode.settings_of(rag.config)
-    language = detect_language(question) if rag.config.language == "auto" else rag.config.language
+    context = rag.context("memorag")  # the mode's settings and language rule, as `MemoRAG.clues` reads them
+    settings = context.settings
     query = question.strip()
-    requests = clue_requests(settings, query, "memorag", language)
+    requests = clue_requests(settings, query, "memorag", context.language_of(query))
     model = rag.memory_model
     context, chat = context_ids(model.tokenizer, model.layout, memory_text(rag.documents), None)
     prefix = PrefixCache(model.base_model)  # the context is read once; each prompt reads only its own tokens
