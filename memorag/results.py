@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +88,14 @@ class Corpus:
     chunks: tuple[Chunk, ...]
     version: int
     content_sha256: str
+
+
+def memory_text(documents: Sequence[Document], continuing: bool = False) -> str:
+    """The text the memory reads for `documents`: each as its title, a blank line and its text, joined by
+    blank lines; `continuing` a memory, it starts with a blank line."""
+    parts = [f"{document.title}\n\n{document.text}" if document.title else document.text for document in documents]
+    text = "\n\n".join(parts)
+    return "\n\n" + text if continuing else text
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tqdm.auto import tqdm
 
@@ -52,6 +52,7 @@ class MemoRAGMode(Mode):
     name = "memorag"
     tasks = ("memorag", "qa", "summarize")
     default_task = "memorag"
+    reads: ClassVar[str] = "memory"  # what the memory model answers and writes clues from (the Answer's label)
     needs_memory = True
     tasks_without_evidence = ("qa",)  # the memory model answers from its memory alone
 
@@ -70,7 +71,7 @@ class MemoRAGMode(Mode):
             with timed(timings, "generate"):
                 text = self.answer_from_memory(context, query, language, hooks.on_text)
             return Answer(query, task, self.name, text, timings=timings,
-                          generator=f"{context.memory_model.name} (memory)")
+                          generator=f"{context.memory_model.name} ({self.reads})")
         with timed(timings, "clues"):
             clues, raw = self.write_clues(context, query, task, language, show_progress=hooks.show_progress)
         hooks.clues(clues)

@@ -21,7 +21,6 @@ from memorag.pipeline.helpers import (
     as_documents,
     describe_type,
     label_embedder,
-    memory_text,
     split_model_args,
 )
 from memorag.pipeline.persistence import (
@@ -48,6 +47,7 @@ from memorag.pipeline.types import (
     timed,
 )
 from memorag.placement import Placement, set_threads
+from memorag.results import memory_text
 from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document
 

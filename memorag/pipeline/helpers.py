@@ -77,13 +77,3 @@ def describe_type(value: object) -> str:
 def _check_not_bytes(value: object, what: str) -> None:
     if isinstance(value, bytes | bytearray | memoryview):
         raise InputError(f"{what} bytes, not text; decode it first, e.g. data.decode('utf-8')")
-
-
-
-
-def memory_text(documents: Sequence[Document], continuing: bool = False) -> str:
-    """The text the memory reads for `documents`: each as its title, a blank line and its text, joined by
-    blank lines; `continuing` a memory, it starts with a blank line."""
-    parts = [f"{document.title}\n\n{document.text}" if document.title else document.text for document in documents]
-    text = "\n\n".join(parts)
-    return "\n\n" + text if continuing else text

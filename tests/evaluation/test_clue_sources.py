@@ -8,15 +8,17 @@ import json
 import pytest
 import torch
 
-from memorag.evaluation import clue_sources
 from memorag.evaluation.clue_recall import run_clue_recall
-from memorag.evaluation.clue_sources import full_context_clues, full_context_reply, write_clues
+from memorag.evaluation.clue_sources import full_context_clues, write_clues
 from memorag.generation.prefix_cache import PrefixCache
 from memorag.memory import MemoryConfig, MemoryModel
 from memorag.memory.memorizing import chain_hash
+from memorag.memory.ratios import ContextTooLongError
+from memorag.modes import memorag_full
 from memorag.modes.memorag import MemoRAGMode, clue_requests
+from memorag.modes.memorag_full import full_context_reply
 from memorag.pipeline import PipelineConfig
-from memorag.pipeline.helpers import memory_text
+from memorag.results import memory_text
 from tests.memory.conftest import perturb_memory_parameters, tiny_base
 from tests.memory.test_persistence import tiny_tokenizer, word
 from tests.pipeline.conftest import TEST_SETTINGS, make_rag
@@ -49,7 +51,7 @@ def test_full_context_reply_is_the_plain_base_whatever_the_memory_weights():
     assert full_context_reply(model, ids, max_new_tokens=8, cache=prefix.past_for(ids[:30])) == reply
     assert prefix.past_for(ids[:30]).get_seq_length() == 30  # the reply extended a copy
     assert model.generate_ids(ids, max_new_tokens=8) != expected  # the memory model alone compresses the windows
-    with pytest.raises(ValueError, match="positions"):
+    with pytest.raises(ContextTooLongError, match="positions"):
         full_context_reply(model, ids, max_new_tokens=model.max_positions)
 
 
@@ -65,7 +67,7 @@ def test_full_context_clues_read_the_memory_paths_ids(monkeypatch):
         assert cache.get_seq_length() < len(ids)  # the context's keys and values, read once
         return words(50, 51)
 
-    monkeypatch.setattr(clue_sources, "full_context_reply", fake_reply)
+    monkeypatch.setattr(memorag_full, "full_context_reply", fake_reply)
     question = words(60, 61, 62)
     clues, raw = full_context_clues(rag, question)
     settings = MemoRAGMode.settings_of(rag.config)
