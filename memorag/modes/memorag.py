@@ -106,8 +106,7 @@ class MemoRAGMode(Mode):
         memory = context.memory
         requests = clue_requests(settings, query, task, language)
         kinds = list(requests)
-        if decoding not in CLUE_DECODINGS:
-            raise ValueError(f"decoding={decoding!r} is not one of {', '.join(CLUE_DECODINGS)}")
+        check_decoding(decoding)
         raw: dict[str, str] = {}
         with tqdm(total=len(requests), desc="writing clues", unit="kind", disable=not show_progress,
                   file=sys.stderr, bar_format=_CLUE_BAR) as bar:
@@ -125,6 +124,11 @@ class MemoRAGMode(Mode):
                 raw.update(zip(kinds, replies, strict=True))
                 bar.update(len(kinds))
         return clues_from_replies(requests, raw, query, settings), raw
+
+
+def check_decoding(decoding: str) -> None:
+    if decoding not in CLUE_DECODINGS:
+        raise ValueError(f"decoding={decoding!r} is not one of {', '.join(CLUE_DECODINGS)}")
 
 
 def clue_requests(settings: MemoRAGSettings, query: str, task: str, language: str) -> dict[str, tuple[str, bool]]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from memorag import prompts
 from memorag.modes.base import register_mode
 from memorag.modes.context import ModeContext
-from memorag.modes.memorag import CLUE_DECODINGS, MemoRAGMode, clue_requests, clues_from_replies
+from memorag.modes.memorag import MemoRAGMode, check_decoding, clue_requests, clues_from_replies
 from memorag.results import memory_text
 
 if TYPE_CHECKING:  # the models' modules load torch
@@ -55,8 +55,7 @@ class MemoRAGFullMode(MemoRAGMode):
                     show_progress: bool = False, decoding: str = "batch") -> tuple[list[str], dict[str, str]]:
         """The clue prompts answered over the whole corpus, one after another after the corpus is read once
         (`decoding` is checked and `show_progress` accepted, as `memorag` takes them; neither changes it)."""
-        if decoding not in CLUE_DECODINGS:
-            raise ValueError(f"decoding={decoding!r} is not one of {', '.join(CLUE_DECODINGS)}")
+        check_decoding(decoding)
         requests = clue_requests(context.settings, query, task, language)
         replies = self.replies(context, [prompt for prompt, _ in requests.values()], context.settings.clue_max_new_tokens)
         raw = dict(zip(requests, replies, strict=True))

@@ -17,12 +17,7 @@ from memorag.modes.context import Loaders, ModeContext, SharedSettings
 from memorag.modes.evidence import EvidenceSettings, EvidenceStep
 from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.pipeline.corpus import MemorizedCorpus
-from memorag.pipeline.helpers import (
-    as_documents,
-    describe_type,
-    label_embedder,
-    split_model_args,
-)
+from memorag.pipeline.helpers import as_documents, describe_type, label_embedder, split_model_args
 from memorag.pipeline.persistence import (
     check_memory_dtype,
     check_saved_identity,

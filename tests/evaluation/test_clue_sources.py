@@ -1,58 +1,23 @@
-"""The clue-recall references: the base reading the whole context (the memory path's token ids, no
-memory token anywhere, the plain base's greedy reply) and the gold answer as the clue."""
+"""The clue-recall references: the base reading the whole context (the `memorag-full` mode's clues, over
+the memory path's token ids) and the gold answer as the clue; resumable clue-recall records."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-import torch
 
 from memorag.evaluation.clue_recall import run_clue_recall
 from memorag.evaluation.clue_sources import full_context_clues, write_clues
-from memorag.generation.prefix_cache import PrefixCache
-from memorag.memory import MemoryConfig, MemoryModel
 from memorag.memory.memorizing import chain_hash
-from memorag.memory.ratios import ContextTooLongError
 from memorag.modes import memorag_full
 from memorag.modes.memorag import MemoRAGMode, clue_requests
-from memorag.modes.memorag_full import full_context_reply
 from memorag.pipeline import PipelineConfig
 from memorag.results import memory_text
-from tests.memory.conftest import perturb_memory_parameters, tiny_base
-from tests.memory.test_persistence import tiny_tokenizer, word
+from tests.modes.test_memorag_full import tiny_tokenized_model, words
 from tests.pipeline.conftest import TEST_SETTINGS, make_rag
 
 from .conftest import FakeHashEmbedder, needle_examples
-
-
-def words(*indices: int) -> str:
-    return " ".join(word(i) for i in indices)
-
-
-def tiny_tokenized_model(seed: int) -> MemoryModel:
-    model = MemoryModel(tiny_base("llama"), MemoryConfig(window=16, ratios=[4]), tokenizer=tiny_tokenizer())
-    perturb_memory_parameters(model, seed=seed)
-    return model.eval()
-
-
-def test_full_context_reply_is_the_plain_base_whatever_the_memory_weights():
-    ids = torch.randint(2, 96, (40,), generator=torch.Generator().manual_seed(3)).tolist()  # longer than a window
-    plain = tiny_base("llama")  # the same random base, never patched
-    expected = plain.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=1,
-                              pad_token_id=1, attention_mask=torch.ones(1, 40, dtype=torch.long))[0, 40:].tolist()
-    expected = expected[:expected.index(1)] if 1 in expected else expected
-    tokenizer = tiny_tokenizer()
-    for seed in (1, 2):  # other memory projections: the same reply, none of them is read
-        reply = full_context_reply(tiny_tokenized_model(seed), ids, max_new_tokens=8)
-        assert reply == tokenizer.decode(expected, skip_special_tokens=True)
-    model = tiny_tokenized_model(1)
-    prefix = PrefixCache(model.base_model)  # the first 30 ids read once: the same reply
-    assert full_context_reply(model, ids, max_new_tokens=8, cache=prefix.past_for(ids[:30])) == reply
-    assert prefix.past_for(ids[:30]).get_seq_length() == 30  # the reply extended a copy
-    assert model.generate_ids(ids, max_new_tokens=8) != expected  # the memory model alone compresses the windows
-    with pytest.raises(ContextTooLongError, match="positions"):
-        full_context_reply(model, ids, max_new_tokens=model.max_positions)
 
 
 def test_full_context_clues_read_the_memory_paths_ids(monkeypatch):

@@ -5,14 +5,47 @@ weights, and everything after the clues is the memorag mode's."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from memorag import prompts
+from memorag.generation.prefix_cache import PrefixCache
+from memorag.memory import MemoryConfig, MemoryModel
 from memorag.memory.ratios import ContextTooLongError
 from memorag.modes.memorag import MemoRAGMode, clue_requests
-from memorag.modes.memorag_full import full_context_replies
+from memorag.modes.memorag_full import full_context_replies, full_context_reply
 from memorag.results import memory_text
-from tests.evaluation.test_clue_sources import tiny_tokenized_model, words
+from tests.memory.conftest import perturb_memory_parameters, tiny_base
+from tests.memory.test_persistence import tiny_tokenizer, word
 from tests.pipeline.conftest import make_rag
+
+
+def words(*indices: int) -> str:
+    return " ".join(word(i) for i in indices)
+
+
+def tiny_tokenized_model(seed: int) -> MemoryModel:
+    model = MemoryModel(tiny_base("llama"), MemoryConfig(window=16, ratios=[4]), tokenizer=tiny_tokenizer())
+    perturb_memory_parameters(model, seed=seed)
+    return model.eval()
+
+
+def test_full_context_reply_is_the_plain_base_whatever_the_memory_weights():
+    ids = torch.randint(2, 96, (40,), generator=torch.Generator().manual_seed(3)).tolist()  # longer than a window
+    plain = tiny_base("llama")  # the same random base, never patched
+    expected = plain.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=1,
+                              pad_token_id=1, attention_mask=torch.ones(1, 40, dtype=torch.long))[0, 40:].tolist()
+    expected = expected[:expected.index(1)] if 1 in expected else expected
+    tokenizer = tiny_tokenizer()
+    for seed in (1, 2):  # other memory projections: the same reply, none of them is read
+        reply = full_context_reply(tiny_tokenized_model(seed), ids, max_new_tokens=8)
+        assert reply == tokenizer.decode(expected, skip_special_tokens=True)
+    model = tiny_tokenized_model(1)
+    prefix = PrefixCache(model.base_model)  # the first 30 ids read once: the same reply
+    assert full_context_reply(model, ids, max_new_tokens=8, cache=prefix.past_for(ids[:30])) == reply
+    assert prefix.past_for(ids[:30]).get_seq_length() == 30  # the reply extended a copy
+    assert model.generate_ids(ids, max_new_tokens=8) != expected  # the memory model alone compresses the windows
+    with pytest.raises(ContextTooLongError, match="positions"):
+        full_context_reply(model, ids, max_new_tokens=model.max_positions)
 
 
 def corpus_rag(seed: int = 1, text: str | None = None):
