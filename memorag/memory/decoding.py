@@ -182,7 +182,7 @@ class _TokenStreamer:
 
 # Under inference mode a view or an in-place write skips autograd's bookkeeping (version counters, view
 # metadata), which a decoding round of a small model pays thousands of times: on a 2-core AMD EPYC the
-# demo's raw-row rounds took about 8% less (benchmarks/results/inference-mode-2026-11-27/). Nothing made
+# demo's decoding rounds took about 8% less (benchmarks/results/inference-mode-2026-11-27/). Nothing made
 # here outlives the call: the working caches are dropped, the memory is only read, replies leave as ids.
 @torch.inference_mode()
 def decode(
