@@ -11,9 +11,9 @@ from memorag.memory.linear import plain_linears
 
 from .conftest import random_ids, tiny_base, tiny_memory_model
 
-# aten operators per decoded token of the tiny model below (torch 2.13: 691 measured, 697.8 on 2026-11-27 with
-# transformers 5.24; transformers' static cache 663 in the same runs); a change that adds per-token work fails here. Counted as a GPU
-# runs the step: without the CPU's split matrix-vector products (memory/linear.py), which
+# aten operators per decoded token of the tiny model below (torch 2.13: 691 measured, 697.8 on 2026-11-27
+# with transformers 5.24; transformers' static cache 663 in the same runs); a change that adds per-token
+# work fails here. Counted as a GPU runs the step: without the CPU's split matrix-vector products (memory/linear.py), which
 # add a few views per linear layer on the CPU only.
 OPS_PER_TOKEN_BUDGET = 730
 

@@ -1,6 +1,6 @@
 """Decoding runs under inference mode (docs/memory-model.md, "Decoding"): every decoding step sees it,
-the memory it read is left as it was and usable outside it, and a step that autograd records
-(training) still runs after a decode, over the same shared per-window tables."""
+the memory it read is left as it was and usable outside it, and the per-window tables a decode builds
+(shared with memorize and training) stay ordinary tensors, so a training step still runs after it."""
 
 from __future__ import annotations
 
@@ -49,17 +49,23 @@ def test_the_memory_stays_an_ordinary_tensor_and_unchanged_after_decoding():
         keys.add_(0)  # an in-place write outside inference mode is refused on an inference tensor
 
 
-def test_training_steps_run_after_a_decode_over_the_window_tables_it_built():
+def test_the_window_tables_a_decode_builds_stay_ordinary_tensors_and_training_runs_after_it():
     from memorag.memory import window_tables
 
+    cpu = torch.device("cpu")
     for table in (window_tables._row_split, window_tables._piece_mask, window_tables._compaction_rows):
         table.cache_clear()  # so that the decode below builds them, under inference mode
     model = tiny_memory_model("llama", window=16, ratios=[4])
     ids = random_ids(40)
     model.generate_ids(ids[0].tolist(), max_new_tokens=4)  # whole windows of the prompt, compacted
-    assert window_tables._row_split.cache_info().currsize and window_tables._compaction_rows.cache_info().currsize
+    built = window_tables._row_split.cache_info().currsize + window_tables._compaction_rows.cache_info().currsize
+    split = window_tables._row_split(4, 0, 16, cpu)  # a whole window's rows, as the decode's prefill split them
+    rows, shift = window_tables._compaction_rows(16, 4, cpu)
+    assert window_tables._row_split.cache_info().currsize + window_tables._compaction_rows.cache_info().currsize == built
+    for table in (split.raw, split.memory, split.order, rows, shift):  # the decode's own tables, not new ones
+        assert not table.is_inference()  # an inference tensor could not be saved for a backward pass
     model.train()
-    out = model(ids, labels=ids)  # the same whole windows: the tables the decode built serve autograd now
+    out = model(ids, labels=ids)  # the same whole windows, over those tables
     out.loss.backward()
     grads = [param.grad for param in model.memory_parameters().values()]
     assert all(grad is not None for grad in grads) and any(grad.abs().sum() > 0 for grad in grads)
