@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -86,15 +85,16 @@ def test_a_second_writer_names_the_holder_and_waits_a_bounded_time(cli, tiny_arg
     book = tmp_path / "book.txt"
     book.write_text(text_of(300, seed=12))
     out = tmp_path / "save"
-    holder = python(HOLD, out, 8)
+    holder = python(HOLD, out, 20)
     try:
         assert holder.stdout.readline().strip() == "held"
-        started = time.monotonic()
         refused = cli("memorize", book, "--out", out, *tiny_args, "--wait", "1")
         assert refused.returncode == 1 and f"is being written by process {holder.pid}" in refused.stderr, refused
-        assert time.monotonic() - started < 20 and not out.exists()
+        # bounded: it gave up while the holder still held the lock, not when the holder let go (no wall-clock
+        # limit, which a loaded host's interpreter start could break)
+        assert holder.poll() is None and not out.exists()
         assert "--wait SECONDS" in refused.stderr
-        # the suggested fix: wait longer; the holder lets go after its 8 s, then this writer proceeds
+        # the suggested fix: wait longer; the holder lets go after its 20 s, then this writer proceeds
         waited = cli("memorize", book, "--out", out, *tiny_args, "--wait", "300")
         assert waited.returncode == 0 and f"waiting for process {holder.pid}" in waited.stderr, waited
         assert holder.poll() is not None  # it got the lock only once the holder was done

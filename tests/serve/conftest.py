@@ -33,13 +33,17 @@ JSON = {"content-type": "application/json"}
 
 class FakeSlowGenerator(FakeEchoGenerator):
     """A fake generator that streams `pieces` words, `delay` seconds apart, and records how many it
-    sent and how many generations ran at the same time (the server must run one at a time)."""
+    sent and how many generations ran at the same time (the server must run one at a time).
+
+    `gate`: an event every generation waits for before it starts (up to a minute), so that a test
+    decides when the first job may end instead of racing it."""
 
     name = "fake-slow"
 
-    def __init__(self, pieces: int = 40, delay: float = 0.02):
+    def __init__(self, pieces: int = 40, delay: float = 0.02, gate: threading.Event | None = None):
         super().__init__(reply=" ".join(f"w{i}" for i in range(pieces)))
         self.delay = delay
+        self.gate = gate
         self.sent = 0
         self.running = 0
         self.most_running = 0
@@ -52,6 +56,8 @@ class FakeSlowGenerator(FakeEchoGenerator):
             self.calls += 1
             self.most_running = max(self.most_running, self.running)
         try:
+            if self.gate is not None:
+                assert self.gate.wait(60), "the test never opened the fake generator's gate"
             for piece in self.reply.split(" "):
                 time.sleep(self.delay)
                 if on_text is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from contextlib import contextmanager
 
 import httpx
@@ -62,10 +61,8 @@ def test_long_queries_are_refused_on_every_route_before_model_work(tmp_path):
     with counted_server(tmp_path) as (url, store, passes):
         huge = "ab " * 350_000  # about 1 MB
         for route in ("clues", "ask"):
-            started = time.monotonic()
             message = refused(httpx.post(f"{url}/corpora/books/{route}", json={"query": huge}, timeout=30))
             assert "1,050,000 characters" in message and "--max-query-chars" in message
-            assert time.monotonic() - started < 5
         assert passes == []
     # under the character limit but beyond the generator's window: refused by tokens, as ask does
     with counted_server(tmp_path / "2", limits=ServeLimits(max_query_chars=10_000)) as (url, store, passes):

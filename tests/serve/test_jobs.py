@@ -4,6 +4,7 @@ limit are stopped and their clients told, SIGTERM stops a busy server within sec
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -44,9 +45,37 @@ def send_and_leave(url: str, path: str, body: bytes, after: float = 0.3) -> None
         time.sleep(after)
 
 
+class LeaverCounter(logging.Handler):
+    """Counts the server's "client left; cancelled ..." records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.left += record.getMessage().startswith("client left")
+
+
 def test_a_client_that_leaves_while_queued_never_runs_its_job(tmp_path):
-    generator = FakeSlowGenerator(pieces=100, delay=0.02)  # 2 s per answer
+    # The first job waits on a gate until every leaver's job is queued and cancelled, so the outcome
+    # does not depend on how fast the host notices a closed connection.
+    gate = threading.Event()
+    generator = FakeSlowGenerator(pieces=100, delay=0.02, gate=gate)
     store = fake_store(tmp_path / "store", generator=generator)
+    counter = LeaverCounter()
+    server_log = logging.getLogger("memorag.serve")
+    server_log.addHandler(counter)
+    level = server_log.level
+    server_log.setLevel(logging.INFO)
+    try:
+        _leavers_while_queued(store, generator, gate, counter)
+    finally:
+        server_log.removeHandler(counter)
+        server_log.setLevel(level)
+        gate.set()
+
+
+def _leavers_while_queued(store, generator, gate, counter) -> None:
     with serving(store) as url:
         assert httpx.post(f"{url}/corpora/books/memorize", json={"text": topic(0, 60)}, timeout=60).status_code == 200
         first: list = []
@@ -69,6 +98,9 @@ def test_a_client_that_leaves_while_queued_never_runs_its_job(tmp_path):
             thread.start()
         for thread in leavers:
             thread.join(10)
+        assert wait_until(lambda: counter.left == len(leavers)), f"{counter.left} of {len(leavers)} leavers seen"
+        assert generator.calls == 1
+        gate.set()
         holder.join(30)
         assert first[-1][0] == "answer"  # the client that stayed got its whole answer
         assert wait_until(lambda: httpx.get(f"{url}/health").json()["pending"] == 0, 10)
@@ -164,7 +196,7 @@ def test_sigterm_stops_a_busy_server_within_seconds(tmp_path):
             except httpx.TransportError:
                 return False
 
-        assert wait_until(up, 120, 0.2), "the fake server did not start"
+        assert wait_until(up, 300, 0.2), "the fake server did not start"  # imports alone can take a minute on a loaded host
         assert httpx.post(f"{url}/corpora/books/memorize", json={"text": topic(0, 60)}, timeout=60).status_code == 200
         with httpx.stream("POST", f"{url}/corpora/books/ask", json={"query": topic(0, 4), "mode": "rag"},
                           timeout=30) as response:
