@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memorag.config import ConfigError, config_to_dict, load_config
+from memorag.evaluation.shards import Shard
 from memorag.evaluation.sources import SOURCES, TaskSource, check_source_options
 from memorag.pipeline.types import PipelineConfig
 
@@ -101,6 +102,10 @@ class EvalConfig:
     generator_model: str | None = None
     plots: bool = True  # PNG plots (needs matplotlib)
     progress: bool = True  # progress bars on stderr
+    # "I/N": ask only the I-th (from 0) of N disjoint parts of the questions, into out_dir/shards/I-of-N/;
+    # `python eval/run.py --config C --merge` joins them (memorag/evaluation/shards.py). None: every question,
+    # unless a launcher started several processes (RANK and WORLD_SIZE: one part each)
+    shard: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("generator", "generator_model"):
@@ -109,6 +114,8 @@ class EvalConfig:
                 raise ConfigError(f"{name}={value!r} and pipeline.{name}={inner!r} disagree; set one of them")
             if value is not None:
                 setattr(self.pipeline, name, value)
+        if self.shard is not None:
+            self.shard = str(Shard.parse(self.shard))
         if self.answer_prompts not in ("benchmark", "sentence"):
             raise ConfigError(f"answer_prompts={self.answer_prompts!r}; choose benchmark or sentence")
         if not self.modes:

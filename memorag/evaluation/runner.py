@@ -15,6 +15,9 @@ by the example's metric, recall of the gold evidence (``recall``), the tokens
 given to the generator (``measure.MeteredGenerator``), the mode's stage
 timings, and peak memory per stage (``measure.PeakMemory``). Records are written
 as they are made; a rerun skips what is recorded.
+
+With ``shard=I/N`` (``shards``) a run asks only the questions its shard owns, into
+``OUT/shards/I-of-N/``; ``merge.merge_shards`` joins the N parts.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from memorag.evaluation.config import (
     task_identity,
 )
 from memorag.evaluation.measure import MeteredGenerator, PeakMemory
+from memorag.evaluation.shards import Shard, ShardManifest
 from memorag.evaluation.sources import BuildRequest, build_task_data
 from memorag.evaluation.store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.summary import summarize_cell
@@ -137,7 +141,11 @@ class EvalRunner:
         self._models = models
         self._injected = models is not None  # given models are named in the fingerprints
         self._meter: MeteredGenerator | None = None
-        self.store = ResultStore(config.out_dir)
+        self.shard = Shard.parse(config.shard) if config.shard else None
+        # where this run's results go: the run's folder, or its shard's folder inside it
+        self.results_dir = self.shard.directory(config.out_dir) if self.shard else Path(config.out_dir)
+        self.store = ResultStore(self.results_dir)
+        self.manifest = ShardManifest(self.results_dir, self.shard) if self.shard else None
         self.models_record: dict[str, Any] | None = None  # set by run()
         self.peak = PeakMemory()
 
@@ -191,16 +199,18 @@ class EvalRunner:
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> list[dict[str, Any]]:
         """Run every pending cell; returns the summaries of this configuration's cells."""
-        save_config(self.config, Path(self.config.out_dir) / CONFIG_FILE)
+        save_config(self.config, self.results_dir / CONFIG_FILE)
         self.models_record = self.models_identity()
         self.store.check_models(self.models_record)
-        atomic_write_text(Path(self.config.out_dir) / PROMPTS_FILE, json.dumps(prompt_tables(), indent=1,
-                                                                               ensure_ascii=False) + "\n")
+        atomic_write_text(self.results_dir / PROMPTS_FILE, json.dumps(prompt_tables(), indent=1,
+                                                                      ensure_ascii=False) + "\n")
         wanted: list[CellKey] = []
         for task in self.config.tasks:
             for length in self.config.task_lengths(task):
                 self.run_task(task, length)
                 wanted.extend((label, task.name, length) for label in self.config.modes)
+        if self.manifest is not None:
+            self.manifest.finish()
         cells = {(c["mode"], c["task"], c["length"]): c for c in self.store.cells()}
         return [cells[key] for key in wanted if key in cells]
 
@@ -212,7 +222,8 @@ class EvalRunner:
             self.store.check((label, task.name, length), fingerprint)
         pending = [label for label in self.config.modes
                    if not self.store.is_finished((label, task.name, length), fingerprints[label], requested)]
-        if not pending:
+        part = self.manifest.part(task.name, length) if self.manifest is not None else None
+        if not pending or (part is not None and part["requested"] == requested and not part["owned"]):
             logger.info("%s at length %s: every cell is finished, skipped", task.name, length)
             return
         data = self.build(task, length, requested)
@@ -227,6 +238,15 @@ class EvalRunner:
                 scoring.check_metric(example)
         except scoring.MetricError as error:
             raise EvalError(f"task {task.name!r}: {error}") from error
+        if self.shard is not None:
+            examples = [example for example in examples if self.shard.owns(task.name, length, example.id)]
+            self.manifest.record_part(task.name, length, requested, ids, [example.id for example in examples])
+            if not examples:
+                logger.info("%s at length %s: no question of shard %s", task.name, length, self.shard)
+                return
+            ids = [example.id for example in examples]
+            data = (CorpusTask(data.name, data.documents, examples, data.meta) if isinstance(data, CorpusTask)
+                    else examples)
         groups = group_examples(data, f"{task.name}@{length}", task.memorize)
         few_shot = self.few_shot(task) if any(parse_mode(label)[0] == "cic" for label in pending) else []
         todo = {example.id: [label for label in pending if not self.store.has((label, task.name, length), example.id)]
@@ -371,7 +391,8 @@ def run_evaluation(config: EvalConfig, models: Models | None = None, command: st
 
     runner = EvalRunner(config, models)
     cells = runner.run()
-    plots = write_plots(config.out_dir, cells) if config.plots else []
-    report = write_report(config.out_dir, cells, config.recall_k, command=command, plots=plots,
+    # a shard's report covers its part; the plots are drawn from the whole run, by the merge
+    plots = write_plots(runner.results_dir, cells) if config.plots and runner.shard is None else []
+    report = write_report(runner.results_dir, cells, config.recall_k, command=command, plots=plots,
                           models=runner.models_record)
     return cells, report
