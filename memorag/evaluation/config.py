@@ -44,6 +44,7 @@ class TaskSpec:
     num_examples: int | None = None  # None: the run's `num_examples`
     kind: Literal["qa", "summarize"] = "qa"  # which pipeline task the modes are asked with
     memorize: Literal["context", "documents"] = "context"  # per-question tasks: one text, or its documents
+    modes: list[str] | None = None  # the run's modes this task is asked in (None: all of them)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
@@ -130,7 +131,11 @@ class EvalConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"task names {names} are not unique")
         for task in self.tasks:
-            for mode in self.modes:
+            unknown = [mode for mode in task.modes or [] if mode not in self.modes]
+            if unknown or task.modes == []:
+                raise ConfigError(f"task {task.name!r}: modes {task.modes} must name some of the run's modes "
+                                  f"({', '.join(self.modes)}); remove `modes` to ask it in all of them")
+            for mode in self.task_modes(task):
                 mode_task(mode, task.kind)
         if not self.lengths or any(length is not None and length < 16 for length in self.lengths):
             raise ConfigError(f"lengths={self.lengths}: give context lengths of at least 16 tokens")
@@ -159,6 +164,10 @@ class EvalConfig:
         if not source.takes_length or source.shared_corpus:
             return [None]
         return list(self.lengths)
+
+    def task_modes(self, task: TaskSpec) -> list[str]:
+        """The modes `task` is asked in, in the run's order."""
+        return [mode for mode in self.modes if task.modes is None or mode in task.modes]
 
     def task_num_examples(self, task: TaskSpec) -> int:
         return task.num_examples if task.num_examples is not None else self.num_examples
@@ -218,6 +227,7 @@ def task_identity(task: TaskSpec) -> dict[str, Any]:
     data = config_to_dict(task)
     data.pop("lengths")
     data.pop("num_examples")
+    data.pop("modes")  # which modes ask it, not what each one's answers depend on
     return data
 
 

@@ -54,7 +54,7 @@ def _problems(config: EvalConfig, shard: Shard, runner: EvalRunner) -> tuple[lis
             problems.append(f"task {task.name!r} at length {length} not started")
             continue
         other, short = [], []
-        for label in config.modes:
+        for label in config.task_modes(task):
             fingerprint = runner.fingerprint(label, task)
             records = store.records((label, task.name, length), part["owned"])
             if any(record["fingerprint"] != fingerprint for record in records):
@@ -122,7 +122,7 @@ def merge_shards(config: EvalConfig, command: str = "", models: Models | None = 
         if sorted(owner) != sorted(example_ids) or sum(len(part["owned"]) for part in parts) != len(example_ids):
             raise EvalError(f"the shards' parts of task {task.name!r} at length {length} do not cover its "
                             "examples once each; rerun the shards of one split")
-        for label in config.modes:
+        for label in config.task_modes(task):
             cell = (label, task.name, length)
             fingerprint = runner.fingerprint(label, task)
             out.check(cell, fingerprint)

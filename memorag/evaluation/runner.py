@@ -37,7 +37,7 @@ from memorag.config import save_config
 from memorag.datasets.hotpotqa import hotpotqa_few_shot
 from memorag.datasets.lengths import count_tokens
 from memorag.datasets.schema import CorpusTask, EvalExample
-from memorag.embedded import describe_memory_weights
+from memorag.embedded import UNTRAINED_MEMORY, describe_memory_weights
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation import scoring
 from memorag.evaluation.config import (
@@ -177,8 +177,7 @@ class EvalRunner:
         pipeline = self.config.pipeline
         weights_hash = getattr(memory, "memory_weights_hash", None)
         return {"memory_model": getattr(memory, "name", None),
-                "memory_weights": ("given" if self._injected
-                                   else describe_memory_weights(pipeline.memory_model, pipeline.memory_weights)),
+                "memory_weights": "given" if self._injected else memory_weights_source(pipeline),
                 "memory_weights_sha256": weights_hash() if callable(weights_hash) else None,
                 "generator": models.generator.name, "embedder": models.embedder_name}
 
@@ -208,7 +207,7 @@ class EvalRunner:
         for task in self.config.tasks:
             for length in self.config.task_lengths(task):
                 self.run_task(task, length)
-                wanted.extend((label, task.name, length) for label in self.config.modes)
+                wanted.extend((label, task.name, length) for label in self.config.task_modes(task))
         if self.manifest is not None:
             self.manifest.finish()
         cells = {(c["mode"], c["task"], c["length"]): c for c in self.store.cells()}
@@ -217,10 +216,10 @@ class EvalRunner:
     def run_task(self, task: TaskSpec, length: int | None) -> None:
         """Every pending cell of `task` at `length`."""
         requested = self.config.task_num_examples(task)
-        fingerprints = {label: self.fingerprint(label, task) for label in self.config.modes}
+        fingerprints = {label: self.fingerprint(label, task) for label in self.config.task_modes(task)}
         for label, fingerprint in fingerprints.items():
             self.store.check((label, task.name, length), fingerprint)
-        pending = [label for label in self.config.modes
+        pending = [label for label in fingerprints
                    if not self.store.is_finished((label, task.name, length), fingerprints[label], requested)]
         part = self.manifest.part(task.name, length) if self.manifest is not None else None
         if not pending or (part is not None and part["requested"] == requested and not part["owned"]):
@@ -375,6 +374,21 @@ class EvalRunner:
             "needs_memory": get_mode(name).needs_memory, "context_tokens": group.context_tokens,
             "rss_scope": self.peak.scope, "proxy": example.proxy,
         }
+
+
+def memory_weights_source(pipeline: PipelineConfig) -> str:
+    """Where the memory weights came from, in words: a released checkpoint's own (its `memory_model`
+    carries them, so `auto` loads them), else as `describe_memory_weights` says."""
+    described = describe_memory_weights(pipeline.memory_model, pipeline.memory_weights)
+    if described != UNTRAINED_MEMORY or pipeline.memory_model is None:
+        return described
+    from transformers import AutoConfig
+
+    from memorag.embedded import resolve_lm
+    from memorag.memory.released import is_released_config
+
+    config = AutoConfig.from_pretrained(resolve_lm(pipeline.memory_model))  # read when the model loaded
+    return f"released in {pipeline.memory_model}" if is_released_config(config) else described
 
 
 def prompt_tables() -> dict[str, Any]:
