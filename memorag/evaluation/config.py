@@ -44,7 +44,9 @@ class TaskSpec:
     num_examples: int | None = None  # None: the run's `num_examples`
     kind: Literal["qa", "summarize"] = "qa"  # which pipeline task the modes are asked with
     memorize: Literal["context", "documents"] = "context"  # per-question tasks: one text, or its documents
-    modes: list[str] | None = None  # the run's modes this task is asked in (None: all of them)
+    # the modes this task may be asked in: it is asked in those of the run's `modes` named here (None: all);
+    # a run whose modes name none of them skips the task
+    modes: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
@@ -131,10 +133,10 @@ class EvalConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"task names {names} are not unique")
         for task in self.tasks:
-            unknown = [mode for mode in task.modes or [] if mode not in self.modes]
-            if unknown or task.modes == []:
-                raise ConfigError(f"task {task.name!r}: modes {task.modes} must name some of the run's modes "
-                                  f"({', '.join(self.modes)}); remove `modes` to ask it in all of them")
+            if task.modes == []:
+                raise ConfigError(f"task {task.name!r}: modes is empty; name its modes or remove `modes`")
+            for mode in task.modes or []:
+                parse_mode(mode)
             for mode in self.task_modes(task):
                 mode_task(mode, task.kind)
         if not self.lengths or any(length is not None and length < 16 for length in self.lengths):

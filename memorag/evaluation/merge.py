@@ -36,7 +36,7 @@ def _shard_count(config: EvalConfig) -> int:
 
 
 def _wanted_parts(config: EvalConfig) -> list[tuple[Any, int | None]]:
-    return [(task, length) for task in config.tasks for length in config.task_lengths(task)]
+    return [(task, length) for task in config.tasks if config.task_modes(task) for length in config.task_lengths(task)]
 
 
 def _problems(config: EvalConfig, shard: Shard, runner: EvalRunner) -> tuple[list[str], ShardManifest | None]:

@@ -205,6 +205,9 @@ class EvalRunner:
                                                                       ensure_ascii=False) + "\n")
         wanted: list[CellKey] = []
         for task in self.config.tasks:
+            if not self.config.task_modes(task):
+                logger.info("%s: none of this run's modes asks it, skipped", task.name)
+                continue
             for length in self.config.task_lengths(task):
                 self.run_task(task, length)
                 wanted.extend((label, task.name, length) for label in self.config.task_modes(task))

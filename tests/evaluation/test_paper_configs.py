@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from memorag.config import ConfigError
-from memorag.evaluation import load_eval_config, run_evaluation
+from memorag.config import ConfigError, config_from_dict
+from memorag.evaluation import EvalConfig, load_eval_config, run_evaluation
 from memorag.evaluation.merge import merge_shards
 from memorag.evaluation.store import EXAMPLES_FILE, MODELS_FILE
 from memorag.memory import MemoryModel
@@ -49,9 +49,15 @@ def test_the_released_configs_hold_the_papers_settings(name):
         assert task.kind == ("summarize" if task.name in SUMMARIES else "qa")
 
 
-def test_a_task_may_name_only_the_runs_modes():
-    with pytest.raises(ConfigError, match="must name some of the run's modes"):
-        load_eval_config(CONFIGS["qwen2"], ["modes=[rag,memorag]"])  # the summaries name full too
+def test_a_task_is_asked_in_the_runs_modes_it_names():
+    config = load_eval_config(CONFIGS["qwen2"], ["modes=[hyde,memorag]"])
+    assert [config.task_modes(task) for task in config.tasks if task.name in ("hot", "gov")] == [
+        ["hyde", "memorag"], ["memorag"]]
+    assert config.task_modes(config.tasks[0]) == ["hyde", "memorag"]
+    assert load_eval_config(CONFIGS["qwen2"], ["modes=[hyde]"]).task_modes(config.tasks[7]) == []  # gov: skipped
+    with pytest.raises(ConfigError, match="unknown mode 'nonsense'"):
+        config_from_dict(EvalConfig, {"tasks": [{"name": "n", "source": "synthetic", "generator": "niah_single",
+                                                 "modes": ["nonsense"]}]})
 
 
 @pytest.fixture
