@@ -124,3 +124,19 @@ def test_an_array_with_gaps_is_refused(tmp_path, home):
     done = subprocess.run(["bash", "slurm/eval.sbatch"], env=env, cwd=home, capture_output=True, text=True)
     assert done.returncode == 2 and "no gaps" in done.stderr
     assert fake_slurm.events(tmp_path / "slurm", "python") == []
+
+
+@pytest.mark.parametrize("name", ["qwen2-7b", "mistral-7b"])
+def test_the_stage_configs_name_the_same_folders(name):
+    from memorag.config import load_config
+    from memorag.evaluation import load_eval_config
+    from memorag.training.config import TrainConfig
+
+    pretrain = load_config(TrainConfig, ROOT / f"configs/pretrain/{name}.yaml")
+    sft = load_config(TrainConfig, ROOT / f"configs/sft/{name}.yaml")
+    assert sft.model.memory_weights == f"{pretrain.checkpoint.output_dir}/final"
+    assert sft.model.base == pretrain.model.base
+    if name == "qwen2-7b":
+        paper = load_eval_config(ROOT / "configs/eval/paper-7b.yaml").pipeline
+        assert paper.memory_weights == str(Path(sft.checkpoint.output_dir, "final").resolve())
+        assert paper.memory_model == sft.model.base
