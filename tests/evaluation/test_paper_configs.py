@@ -7,7 +7,10 @@ in the benchmarks' original formats, whole and in two shards merged."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +160,31 @@ def test_the_released_path_through_the_harness_with_a_served_generator(tmp_path,
     models = json.loads((tmp_path / "whole" / MODELS_FILE).read_text())
     assert models["memory_weights"] == f"released in {released_checkpoint}"
     assert _records(tmp_path / "sharded") == records
+
+
+@pytest.mark.slow
+def test_processes_of_a_launcher_each_take_a_shard_and_the_merge_joins_them(tmp_path, released_checkpoint):
+    """torchrun (what `accelerate launch --multi_gpu` runs) starts two processes of eval/run.py: each asks
+    the shard of its RANK; `--merge` then writes the run's files."""
+    _write_benchmark_files(tmp_path)
+    server = FakeNumberServer()
+    out = tmp_path / "out"
+    settings = [*_tiny_overrides(released_checkpoint, server.url, out, "cpu"), "modes=[rag,memorag]"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    script = [str(ROOT / "eval" / "run.py"), "--config", str(CONFIGS["mistral"]), *settings]
+    try:
+        launched = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                   "--nproc_per_node", "2", *script], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=600)
+        assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
+        merged = subprocess.run([sys.executable, *script, "--merge"], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=600)
+        assert merged.returncode == 0, merged.stderr[-3000:]
+    finally:
+        server.close()
+    for index in range(2):
+        manifest = json.loads((out / "shards" / f"{index}-of-2" / "shard.json").read_text())
+        assert manifest["shard"] == f"{index}/2" and manifest["complete"]
+    records = _records(out)
+    assert len(records) == 10 * 2 + 3 * 2 and "## Quality" in merged.stdout
