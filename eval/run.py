@@ -10,7 +10,7 @@ The protocol (tasks, metrics, recall, the held-out split, the records) is docs/e
 On several GPUs or machines, split the questions into N disjoint parts and join them after:
 
     python eval/run.py --config configs/eval/paper-7b.yaml shard=0/4    # ... shard=3/4, anywhere, in any order
-    accelerate launch --num_processes 4 eval/run.py --config configs/eval/paper-7b.yaml   # one part per GPU
+    accelerate launch --multi_gpu --num_processes 4 eval/run.py --config configs/eval/paper-7b.yaml  # a part per GPU
     sbatch --array=0-3 slurm/eval.sbatch configs/eval/paper-7b.yaml                      # one part per array task
     python eval/run.py --config configs/eval/paper-7b.yaml --merge      # the same overrides as the shards
 

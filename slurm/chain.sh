@@ -59,6 +59,10 @@ fi
 NAME=$(basename "$SFT" .yaml)
 OUT=${OUT:-runs/chain-$NAME}
 case "$OUT" in /*) ;; *) OUT="$MEMORAG_HOME/$OUT" ;; esac
+if [[ "$OUT" == *,* ]]; then  # sbatch --export separates its variables with commas
+  echo "error: --out $OUT: the folder's path may not hold a comma" >&2
+  exit 2
+fi
 read -r -a EXTRA <<< "${MEMORAG_SBATCH_OPTIONS:-}"
 
 submit() {  # submit STAGE SBATCH_ARGS... with sbatch --parsable; prints the job id

@@ -50,8 +50,12 @@ def _problems(config: EvalConfig, shard: Shard, runner: EvalRunner) -> tuple[lis
     for task, length in _wanted_parts(config):
         part = manifest.part(task.name, length)
         requested = config.task_num_examples(task)
-        if part is None or part["requested"] != requested:
+        if part is None:
             problems.append(f"task {task.name!r} at length {length} not started")
+            continue
+        if part["requested"] != requested:
+            problems.append(f"task {task.name!r} at length {length} ran with num_examples={part['requested']}, "
+                            f"this config asks for {requested}")
             continue
         other, short = [], []
         for label in config.task_modes(task):
