@@ -80,6 +80,15 @@ def test_the_configs_memory_weights_go_to_the_released_loader(released_checkpoin
         MemoryModel.from_pretrained(str(released_checkpoint), memory_weights="untrained")
 
 
+def test_adaptive_ratios_read_a_released_checkpoint_beyond_its_reach_at_4(released_checkpoint):
+    """docs/reproducing-the-paper.md's setting for InfiniteBench: ratio 4 where it reaches, 8 beyond."""
+    from memorag.memory import MemoryConfig
+
+    model = MemoryModel.from_pretrained(str(released_checkpoint), dtype=torch.float32,
+                                        config=MemoryConfig(window=32, ratios=[4, 8], ratio_mix="adaptive"))
+    assert (model.choose_ratio(3000), model.choose_ratio(6000)) == (4, 8)
+
+
 def _write_benchmark_files(root: Path) -> None:
     """One question per file, in each benchmark's original format, the answer a number in the context."""
     filler = "the grass is green and the sky is blue over the quiet town today ."
