@@ -7,6 +7,18 @@ The protocol (tasks, metrics, recall, the held-out split, the records) is docs/e
     python eval/run.py --config configs/eval/smoke.yaml num_examples=1 progress=false
     python eval/run.py --help       # this text and every setting (key=value overrides, dotted for sections)
 
+On several GPUs or machines, split the questions into N disjoint parts and join them after:
+
+    python eval/run.py --config configs/eval/paper-7b.yaml shard=0/4    # ... shard=3/4, anywhere, in any order
+    accelerate launch --multi_gpu --num_processes 4 eval/run.py --config configs/eval/paper-7b.yaml  # a part per GPU
+    sbatch --array=0-3 slurm/eval.sbatch configs/eval/paper-7b.yaml                      # one part per array task
+    python eval/run.py --config configs/eval/paper-7b.yaml --merge      # the same overrides as the shards
+
+A shard writes out_dir/shards/I-of-N/ and resumes like a whole run; under accelerate launch (or torchrun)
+each process takes the part of its RANK of WORLD_SIZE and, with pipeline.device=cuda, the GPU of its
+LOCAL_RANK. The merge writes the files below as an unsharded run would, or names the shards that are
+missing or unfinished.
+
 Results go to `out_dir`: examples.jsonl (one record per question and mode), cells.jsonl (one
 summary per mode x task x length), results.md (tables), plots/*.png and config.yaml (the
 resolved settings). A rerun over the same out_dir resumes: finished cells and recorded
@@ -23,6 +35,8 @@ import time
 
 from memorag.config import ConfigError, format_config_help
 from memorag.evaluation import EvalConfig, EvalError, load_eval_config, run_evaluation
+from memorag.evaluation.merge import merge_shards
+from memorag.evaluation.shards import local_device, shard_from_environment
 from memorag.evaluation.store import ResultsMismatchError
 from memorag.placement import Placement
 
@@ -32,20 +46,39 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, epilog=format_config_help(EvalConfig),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="a YAML file of settings (configs/eval/*.yaml)")
+    parser.add_argument("--merge", action="store_true",
+                        help="join the shards in out_dir/shards/ into out_dir (no model is loaded)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="settings over the file's")
-    options = parser.parse_args(args)
+    options = parser.parse_intermixed_args(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     started = time.perf_counter()
+    command = shlex.join(["python", "eval/run.py", *args])
     try:
         config = load_eval_config(options.config, options.overrides)
-        Placement.of(config.pipeline)  # a GPU or a quantization this machine cannot give fails before any work
-        cells, report = run_evaluation(config, command=shlex.join(["python", "eval/run.py", *args]))
+        if options.merge:
+            cells, report = merge_shards(config, command=command)
+        else:
+            apply_launcher(config)
+            Placement.of(config.pipeline)  # a GPU or a quantization this machine cannot give fails before any work
+            cells, report = run_evaluation(config, command=command)
     except (ConfigError, EvalError, ResultsMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(report.read_text(encoding="utf-8"))
-    print(f"{len(cells)} cells in {time.perf_counter() - started:.0f} s; results in {config.out_dir}", file=sys.stderr)
+    print(f"{len(cells)} cells in {time.perf_counter() - started:.0f} s; results in {report.parent}", file=sys.stderr)
     return 0
+
+
+def apply_launcher(config: EvalConfig) -> None:
+    """One shard per process when a launcher started several (RANK of WORLD_SIZE), on its own GPU."""
+    shard = shard_from_environment()
+    if shard is None:
+        return
+    if config.shard is not None:
+        raise ConfigError(f"shard={config.shard} was given, but the launcher started {shard.count} processes, "
+                          "each of which takes a shard of its own; drop shard= or launch one process")
+    config.shard = str(shard)
+    config.pipeline.device = local_device(config.pipeline.device)
 
 
 if __name__ == "__main__":

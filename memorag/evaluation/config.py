@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memorag.config import ConfigError, config_to_dict, load_config
+from memorag.evaluation.shards import Shard
 from memorag.evaluation.sources import SOURCES, TaskSource, check_source_options
 from memorag.pipeline.types import PipelineConfig
 
@@ -43,6 +44,9 @@ class TaskSpec:
     num_examples: int | None = None  # None: the run's `num_examples`
     kind: Literal["qa", "summarize"] = "qa"  # which pipeline task the modes are asked with
     memorize: Literal["context", "documents"] = "context"  # per-question tasks: one text, or its documents
+    # the modes this task may be asked in: it is asked in those of the run's `modes` named here (None: all);
+    # a run whose modes name none of them skips the task
+    modes: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
@@ -101,6 +105,10 @@ class EvalConfig:
     generator_model: str | None = None
     plots: bool = True  # PNG plots (needs matplotlib)
     progress: bool = True  # progress bars on stderr
+    # "I/N": ask only the I-th (from 0) of N disjoint parts of the questions, into out_dir/shards/I-of-N/;
+    # `python eval/run.py --config C --merge` joins them (memorag/evaluation/shards.py). None: every question,
+    # unless a launcher started several processes (RANK and WORLD_SIZE: one part each)
+    shard: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("generator", "generator_model"):
@@ -109,6 +117,8 @@ class EvalConfig:
                 raise ConfigError(f"{name}={value!r} and pipeline.{name}={inner!r} disagree; set one of them")
             if value is not None:
                 setattr(self.pipeline, name, value)
+        if self.shard is not None:
+            self.shard = str(Shard.parse(self.shard))
         if self.answer_prompts not in ("benchmark", "sentence"):
             raise ConfigError(f"answer_prompts={self.answer_prompts!r}; choose benchmark or sentence")
         if not self.modes:
@@ -123,7 +133,11 @@ class EvalConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"task names {names} are not unique")
         for task in self.tasks:
-            for mode in self.modes:
+            if task.modes == []:
+                raise ConfigError(f"task {task.name!r}: modes is empty; name its modes or remove `modes`")
+            for mode in task.modes or []:
+                parse_mode(mode)
+            for mode in self.task_modes(task):
                 mode_task(mode, task.kind)
         if not self.lengths or any(length is not None and length < 16 for length in self.lengths):
             raise ConfigError(f"lengths={self.lengths}: give context lengths of at least 16 tokens")
@@ -152,6 +166,10 @@ class EvalConfig:
         if not source.takes_length or source.shared_corpus:
             return [None]
         return list(self.lengths)
+
+    def task_modes(self, task: TaskSpec) -> list[str]:
+        """The modes `task` is asked in, in the run's order."""
+        return [mode for mode in self.modes if task.modes is None or mode in task.modes]
 
     def task_num_examples(self, task: TaskSpec) -> int:
         return task.num_examples if task.num_examples is not None else self.num_examples
@@ -211,6 +229,7 @@ def task_identity(task: TaskSpec) -> dict[str, Any]:
     data = config_to_dict(task)
     data.pop("lengths")
     data.pop("num_examples")
+    data.pop("modes")  # which modes ask it, not what each one's answers depend on
     return data
 
 

@@ -15,6 +15,9 @@ by the example's metric, recall of the gold evidence (``recall``), the tokens
 given to the generator (``measure.MeteredGenerator``), the mode's stage
 timings, and peak memory per stage (``measure.PeakMemory``). Records are written
 as they are made; a rerun skips what is recorded.
+
+With ``shard=I/N`` (``shards``) a run asks only the questions its shard owns, into
+``OUT/shards/I-of-N/``; ``merge.merge_shards`` joins the N parts.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from memorag.config import save_config
 from memorag.datasets.hotpotqa import hotpotqa_few_shot
 from memorag.datasets.lengths import count_tokens
 from memorag.datasets.schema import CorpusTask, EvalExample
-from memorag.embedded import describe_memory_weights
+from memorag.embedded import UNTRAINED_MEMORY, describe_memory_weights
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation import scoring
 from memorag.evaluation.config import (
@@ -46,6 +49,7 @@ from memorag.evaluation.config import (
     task_identity,
 )
 from memorag.evaluation.measure import MeteredGenerator, PeakMemory
+from memorag.evaluation.shards import Shard, ShardManifest
 from memorag.evaluation.sources import BuildRequest, build_task_data
 from memorag.evaluation.store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.summary import summarize_cell
@@ -137,7 +141,11 @@ class EvalRunner:
         self._models = models
         self._injected = models is not None  # given models are named in the fingerprints
         self._meter: MeteredGenerator | None = None
-        self.store = ResultStore(config.out_dir)
+        self.shard = Shard.parse(config.shard) if config.shard else None
+        # where this run's results go: the run's folder, or its shard's folder inside it
+        self.results_dir = self.shard.directory(config.out_dir) if self.shard else Path(config.out_dir)
+        self.store = ResultStore(self.results_dir)
+        self.manifest = ShardManifest(self.results_dir, self.shard) if self.shard else None
         self.models_record: dict[str, Any] | None = None  # set by run()
         self.peak = PeakMemory()
 
@@ -169,8 +177,7 @@ class EvalRunner:
         pipeline = self.config.pipeline
         weights_hash = getattr(memory, "memory_weights_hash", None)
         return {"memory_model": getattr(memory, "name", None),
-                "memory_weights": ("given" if self._injected
-                                   else describe_memory_weights(pipeline.memory_model, pipeline.memory_weights)),
+                "memory_weights": "given" if self._injected else memory_weights_source(pipeline),
                 "memory_weights_sha256": weights_hash() if callable(weights_hash) else None,
                 "generator": models.generator.name, "embedder": models.embedder_name}
 
@@ -191,28 +198,34 @@ class EvalRunner:
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> list[dict[str, Any]]:
         """Run every pending cell; returns the summaries of this configuration's cells."""
-        save_config(self.config, Path(self.config.out_dir) / CONFIG_FILE)
+        save_config(self.config, self.results_dir / CONFIG_FILE)
         self.models_record = self.models_identity()
         self.store.check_models(self.models_record)
-        atomic_write_text(Path(self.config.out_dir) / PROMPTS_FILE, json.dumps(prompt_tables(), indent=1,
-                                                                               ensure_ascii=False) + "\n")
+        atomic_write_text(self.results_dir / PROMPTS_FILE, json.dumps(prompt_tables(), indent=1,
+                                                                      ensure_ascii=False) + "\n")
         wanted: list[CellKey] = []
         for task in self.config.tasks:
+            if not self.config.task_modes(task):
+                logger.info("%s: none of this run's modes asks it, skipped", task.name)
+                continue
             for length in self.config.task_lengths(task):
                 self.run_task(task, length)
-                wanted.extend((label, task.name, length) for label in self.config.modes)
+                wanted.extend((label, task.name, length) for label in self.config.task_modes(task))
+        if self.manifest is not None:
+            self.manifest.finish()
         cells = {(c["mode"], c["task"], c["length"]): c for c in self.store.cells()}
         return [cells[key] for key in wanted if key in cells]
 
     def run_task(self, task: TaskSpec, length: int | None) -> None:
         """Every pending cell of `task` at `length`."""
         requested = self.config.task_num_examples(task)
-        fingerprints = {label: self.fingerprint(label, task) for label in self.config.modes}
+        fingerprints = {label: self.fingerprint(label, task) for label in self.config.task_modes(task)}
         for label, fingerprint in fingerprints.items():
             self.store.check((label, task.name, length), fingerprint)
-        pending = [label for label in self.config.modes
+        pending = [label for label in fingerprints
                    if not self.store.is_finished((label, task.name, length), fingerprints[label], requested)]
-        if not pending:
+        part = self.manifest.part(task.name, length) if self.manifest is not None else None
+        if not pending or (part is not None and part["requested"] == requested and not part["owned"]):
             logger.info("%s at length %s: every cell is finished, skipped", task.name, length)
             return
         data = self.build(task, length, requested)
@@ -227,6 +240,15 @@ class EvalRunner:
                 scoring.check_metric(example)
         except scoring.MetricError as error:
             raise EvalError(f"task {task.name!r}: {error}") from error
+        if self.shard is not None:
+            examples = [example for example in examples if self.shard.owns(task.name, length, example.id)]
+            self.manifest.record_part(task.name, length, requested, ids, [example.id for example in examples])
+            if not examples:
+                logger.info("%s at length %s: no question of shard %s", task.name, length, self.shard)
+                return
+            ids = [example.id for example in examples]
+            data = (CorpusTask(data.name, data.documents, examples, data.meta) if isinstance(data, CorpusTask)
+                    else examples)
         groups = group_examples(data, f"{task.name}@{length}", task.memorize)
         few_shot = self.few_shot(task) if any(parse_mode(label)[0] == "cic" for label in pending) else []
         todo = {example.id: [label for label in pending if not self.store.has((label, task.name, length), example.id)]
@@ -357,6 +379,21 @@ class EvalRunner:
         }
 
 
+def memory_weights_source(pipeline: PipelineConfig) -> str:
+    """Where the memory weights came from, in words: a released checkpoint's own (its `memory_model`
+    carries them, so `auto` loads them), else as `describe_memory_weights` says."""
+    described = describe_memory_weights(pipeline.memory_model, pipeline.memory_weights)
+    if described != UNTRAINED_MEMORY or pipeline.memory_model is None:
+        return described
+    from transformers import AutoConfig
+
+    from memorag.embedded import resolve_lm
+    from memorag.memory.released import is_released_config
+
+    config = AutoConfig.from_pretrained(resolve_lm(pipeline.memory_model))  # read when the model loaded
+    return f"released in {pipeline.memory_model}" if is_released_config(config) else described
+
+
 def prompt_tables() -> dict[str, Any]:
     """Every prompt of the package (`memorag.prompts`), as the run used them."""
     return {name: value for name, value in vars(prompts).items()
@@ -371,7 +408,8 @@ def run_evaluation(config: EvalConfig, models: Models | None = None, command: st
 
     runner = EvalRunner(config, models)
     cells = runner.run()
-    plots = write_plots(config.out_dir, cells) if config.plots else []
-    report = write_report(config.out_dir, cells, config.recall_k, command=command, plots=plots,
+    # a shard's report covers its part; the plots are drawn from the whole run, by the merge
+    plots = write_plots(runner.results_dir, cells) if config.plots and runner.shard is None else []
+    report = write_report(runner.results_dir, cells, config.recall_k, command=command, plots=plots,
                           models=runner.models_record)
     return cells, report
