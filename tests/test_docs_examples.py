@@ -23,6 +23,10 @@ RUNNABLE = [(page, language) for page in PAGES for language in ("bash", "python"
             if grab_code_blocks(page.read_text(encoding="utf-8"), lang=language)]
 
 
+def test_the_readme_fits_on_a_few_screens():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
 def test_the_readme_has_runnable_examples_of_the_command_line_python_and_training():
     languages = {language for page, language in RUNNABLE if page.name == "README.md"}
     assert languages == {"bash", "python"}
