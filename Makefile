@@ -9,7 +9,7 @@ TORCH_VERSION ?= 2.13.0
 # the lock is resolved against the CPU build of torch; where it comes from when locking:
 # pip's find-links (this machine's own wheel), else uv's CPU index for torch
 TORCH_FIND_LINKS ?= $(shell $(PY) -m pip config get global.find-links 2>/dev/null)
-LOCK_EXTRAS := --extra dev --extra train --extra serve --extra langchain --extra llamaindex
+LOCK_EXTRAS := --extra dev --extra train --extra serve --extra langchain --extra llamaindex --extra docs
 LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28
 LATEST_VENV ?= .venv-latest
 
@@ -20,7 +20,7 @@ UV_INSTALL = $(UV) pip install --python $(PYTHON) --no-deps --require-hashes
 STAMP := $(VENV)/.memorag-setup.stamp
 LOCKS := requirements/lock.txt requirements/data.txt requirements/uv.txt
 
-.PHONY: setup test test-slow demo bench bench-gpu lint bible lock test-latest
+.PHONY: setup test test-slow demo bench bench-gpu lint docs bible lock test-latest
 
 setup: $(STAMP)
 
@@ -108,3 +108,8 @@ bench-gpu:
 
 lint: setup
 	$(VENV)/bin/ruff check .
+
+# The documentation site (mkdocs.yml) into site/, warnings as errors: a broken link, a missing page or
+# anchor, or an API reference that does not resolve fails the build. `$(VENV)/bin/mkdocs serve` previews it.
+docs: setup
+	$(VENV)/bin/mkdocs build --strict

@@ -91,13 +91,26 @@ def _as_documents(documents: list[dict]) -> list:
 # arguments
 
 
-def _model_options(parser: argparse.ArgumentParser, memorizing: bool) -> None:
+UNTRAINED_RATIO = 4  # MemoryConfig's default ratio, named here so that `--help` does not import torch (a test checks)
+
+
+def _shipped_memory_shape() -> tuple[int, int]:
+    """The window and ratio the shipped memory weights memorize at, read from their config."""
+    from memorag.embedded import SHIPPED_MEMORY_DIR
+
+    settings = json.loads((SHIPPED_MEMORY_DIR / "memory_config.json").read_text(encoding="utf-8"))["memory_config"]
+    return settings["window"], settings["ratios"][0]
+
+
+def _model_options(parser: argparse.ArgumentParser, memorizing: bool, json_output: bool = True) -> None:
     models = parser.add_argument_group("models (default: the embedded models, offline)")
     models.add_argument("--memory-model", metavar="NAME", help="memory model: a hub id or a local folder")
-    models.add_argument("--memory-weights", metavar="DIR",
-                        help="trained memory weights: a folder or hub id; 'auto' (default): the trained weights "
-                             "shipped for the embedded model, untrained copies for another base; 'untrained': "
-                             "copies of the base model's projections (clues and answers from memory are then poor)")
+    models.add_argument("--memory-weights", metavar="WEIGHTS",
+                        help="trained memory weights: a folder, a hub id (owner/name[@revision]), or a name: 'auto' "
+                             "(default): the weights shipped for the embedded model, untrained copies for another "
+                             "base (a released memory model carries its own); 'embedded': the shipped weights; "
+                             "'untrained': copies of the base model's projections (clues and answers from memory "
+                             "are then poor)")
     models.add_argument("--embedder", metavar="NAME", help="sentence-transformers embedder: a hub id or a folder")
     models.add_argument("--retriever", choices=("dense", "bm25", "hybrid"), help="retriever (default: dense)")
     models.add_argument("--generator", metavar="SPEC",
@@ -109,7 +122,12 @@ def _model_options(parser: argparse.ArgumentParser, memorizing: bool) -> None:
     models.add_argument("--timeout", type=float, metavar="S", help="seconds to wait for the endpoint (default: 120)")
     models.add_argument("--retries", type=int, metavar="N", help="retries when the endpoint fails (default: 3)")
     shape = parser.add_argument_group("memorizing" if memorizing else "memorizing (with --context)")
-    shape.add_argument("--ratio", type=int, metavar="R", help="memory compression ratio (default: 4)")
+    window, ratio = _shipped_memory_shape()
+    shape.add_argument("--ratio", type=int, metavar="R",
+                       help=f"memory compression ratio: one memory entry per R tokens read (default: the ratio the "
+                            f"memory weights were saved with: {ratio} for the shipped weights, window {window}; "
+                            f"{UNTRAINED_RATIO} for untrained ones). A text may be about (positions - "
+                            f"window) x R tokens long; `memorag memorize` prints the reach")
     shape.add_argument("--chunk-tokens", type=int, metavar="N", help="tokens per retrieval chunk (default: 160)")
     shape.add_argument("--overlap-tokens", type=int, metavar="N", help="tokens shared by neighbouring chunks (default: 24)")
     shape.add_argument("--encoding", default="utf-8", help="encoding of the context files (default: utf-8)")
@@ -117,7 +135,8 @@ def _model_options(parser: argparse.ArgumentParser, memorizing: bool) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any pipeline setting, e.g. --set evidence_tokens=1024, or a mode's: --set longrag.units=2 "
                              "(repeatable)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress or details on stderr")
 
 
@@ -125,11 +144,15 @@ def _ask_options(parser: argparse.ArgumentParser, clues_only: bool) -> None:
     parser.add_argument("target", nargs="*", metavar="DIR QUERY",
                         help="a folder written by `memorag memorize` and the query, or only the query with --context")
     parser.add_argument("--context", nargs="+", metavar="FILE", help="memorize these text files now instead of DIR")
-    tasks = ("memorag", "summarize") if clues_only else ("qa", "memorag", "summarize", "retrieval")
-    parser.add_argument("--task", choices=tasks,
-                        help="memorag: clues from memory drive retrieval; qa: answer the question (the memory model "
-                             "alone in the memorag mode); summarize: key points from memory drive retrieval; "
-                             "retrieval: name the documents that answer (cic) (default: the mode's own)")
+    if clues_only:
+        parser.add_argument("--task", choices=("memorag", "summarize"),
+                            help="memorag (default): the clues that drive retrieval for a question; summarize: the "
+                                 "key points of the context")
+    else:
+        parser.add_argument("--task", choices=("qa", "memorag", "summarize", "retrieval"),
+                            help="memorag: clues from memory drive retrieval; qa: answer the question (the memory "
+                                 "model alone in the memorag mode); summarize: key points from memory drive "
+                                 "retrieval; retrieval: name the documents that answer (cic) (default: the mode's own)")
     if not clues_only:
         parser.add_argument("--mode", metavar="MODE", help="memorag (default), rag, ... (see `memorag modes`)")
         parser.add_argument("--max-new-tokens", type=int, metavar="N", help="longest answer, in tokens")
@@ -293,6 +316,26 @@ def _format_timings(timings: dict[str, float]) -> str:
     return ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in timings.items())
 
 
+def _reach(rag) -> dict | None:
+    """How long a text the memory model reaches with the memory just made: its positions, window and
+    ratio, and the longest context that fits them (None when there is no memory)."""
+    if rag.memory is None:
+        return None
+    from memorag.memory.schedule import reach
+
+    model = rag.memory_model
+    ratio = rag.memory.ratio if rag.memory.ratio is not None else min(model.config.ratios)
+    window, positions = model.config.window, model.max_positions
+    return {"tokens": reach(positions, window, ratio), "positions": positions, "window": window, "ratio": ratio}
+
+
+def _describe_reach(reach: dict, tokens: int) -> str:
+    return (f"length: {tokens:,} tokens read, one memory entry per {reach['ratio']} tokens; the memory model reaches "
+            f"{reach['tokens']:,} tokens at this ratio ({reach['positions']:,} positions, window {reach['window']}: "
+            f"about (positions - window) x ratio); a longer text is refused before it is read, naming the ratio "
+            f"that fits")
+
+
 def answer_header(mode, task: str) -> str:
     """The line over an answer: which mode wrote it, and "from memory alone" only for a task the
     mode answers without evidence (the memorag mode's qa)."""
@@ -366,7 +409,8 @@ def cmd_memorize(args, console: Console) -> int:
         "out": str(out), "added": report.added, "skipped": report.skipped, "num_documents": len(rag.documents),
         "num_chunks": len(rag.chunks), "memory_tokens": report.memory_tokens,
         "memory_entries": rag.memory.num_entries if rag.memory is not None else 0,
-        "memory_weights": rag.config.memory_weights, "timings": {**report.timings, "total": round(seconds, 3)},
+        "memory_weights": rag.config.memory_weights, "reach": _reach(rag),
+        "timings": {**report.timings, "total": round(seconds, 3)},
     }
     if console.json:
         print(json.dumps(summary, ensure_ascii=False))
@@ -374,6 +418,9 @@ def cmd_memorize(args, console: Console) -> int:
         print(f"memorized {len(report.added)} document(s) into {out}: {len(rag.documents)} document(s), "
               f"{len(rag.chunks)} chunks, memory of {report.memory_tokens:,} tokens in {summary['memory_entries']:,} "
               f"entries ({seconds:.1f} s)")
+        if summary["reach"] is not None:
+            console.info(_describe_reach(summary["reach"], report.memory_tokens))
+        console.info(f"timings: {_format_timings(report.timings)}")
     else:
         print(f"already memorized: {out} holds these documents with the same models; nothing to do")
     if report.skipped and report.added:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -61,10 +63,30 @@ def test_make_setup_installs_the_train_extra():
         assert re.search(rf"^{name}==", locked, re.M), f"{name} is not in requirements/lock.txt"
 
 
-def test_the_readme_training_section_starts_with_the_install_command_and_lists_the_extras():
-    readme = (ROOT / "README.md").read_text()
-    training = readme.split("\n## Training\n", 1)[1]
+def test_the_training_guide_starts_with_the_install_command_and_the_install_page_lists_the_extras():
+    training = (ROOT / "docs" / "training-guide.md").read_text()
     first_block = training.split("```", 2)[1]
     assert 'pip install -e ".[train]"' in first_block
+    install = (ROOT / "docs" / "install.md").read_text()
     for extra in PROJECT["optional-dependencies"]:
-        assert f"| `{extra}` |" in readme, extra  # a row of the README's table of extras
+        assert f"| `{extra}` |" in install, extra  # a row of the install page's table of extras
+
+
+def test_the_wheel_carries_the_shipped_weights_and_licence_but_not_their_training_logs_or_evaluations(tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "memorag", source / "memorag", ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+                            "-q", "-w", str(tmp_path / "wheel")], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = "memorag/weights/memory-smollm2-135m-instruct/"
+    for needed in ("memory_weights.safetensors", "memory_config.json", "train_config.yaml", "README.md"):
+        assert shipped + needed in names, needed
+    assert not [name for name in names if name.startswith((shipped + "eval/", shipped + "training_runs/"))]
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
+    metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
+    assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(metadata).decode()

@@ -14,4 +14,4 @@ import sys
 from memorag.training.cli import train_main
 
 if __name__ == "__main__":
-    sys.exit(train_main("pretrain"))
+    sys.exit(train_main("pretrain", description=__doc__))

@@ -13,4 +13,4 @@ import sys
 from memorag.training.cli import train_main
 
 if __name__ == "__main__":
-    sys.exit(train_main("sft"))
+    sys.exit(train_main("sft", description=__doc__))

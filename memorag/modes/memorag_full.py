@@ -72,10 +72,21 @@ def full_context_replies(model: MemoryModel, text: str, asked: Sequence[str], ma
     from memorag.memory.chat import context_ids, continuation_ids
 
     context, chat = context_ids(model.tokenizer, model.layout, text, None)
+    prompts_ids = [context + continuation_ids(model.tokenizer, model.layout, prompt, chat) for prompt in asked]
+    for ids in prompts_ids:  # refused before the corpus is read, not after
+        check_fits(model, len(ids), max_new_tokens)
     prefix = PrefixCache(model.base_model)
-    return [full_context_reply(model, context + continuation_ids(model.tokenizer, model.layout, prompt, chat),
-                               max_new_tokens, prefix.past_for(context))
-            for prompt in asked]
+    return [full_context_reply(model, ids, max_new_tokens, prefix.past_for(context)) for ids in prompts_ids]
+
+
+def check_fits(model: MemoryModel, num_ids: int, max_new_tokens: int) -> None:
+    """Refuse a prompt (and its reply) longer than the positions the base reads uncompressed."""
+    from memorag.memory.ratios import ContextTooLongError
+
+    if num_ids + max_new_tokens > model.max_positions:
+        raise ContextTooLongError(
+            f"{num_ids} prompt tokens and {max_new_tokens} new ones exceed the {model.max_positions} positions "
+            f"{model.name} reads uncompressed; use a shorter context, or the memory (mode memorag) for a long one")
 
 
 def full_context_reply(model: MemoryModel, ids: list[int], max_new_tokens: int, cache=None) -> str:
@@ -86,13 +97,9 @@ def full_context_reply(model: MemoryModel, ids: list[int], max_new_tokens: int, 
     from transformers import GenerationConfig
 
     from memorag.cache_argument import cache_kwargs
-    from memorag.memory.ratios import ContextTooLongError
     from memorag.stop_tokens import stop_token_ids
 
-    if len(ids) + max_new_tokens > model.max_positions:
-        raise ContextTooLongError(
-            f"{len(ids)} prompt tokens and {max_new_tokens} new ones exceed the {model.max_positions} positions "
-            f"{model.name} reads uncompressed; use a shorter context, or the memory (mode memorag) for a long one")
+    check_fits(model, len(ids), max_new_tokens)
     stops = stop_token_ids(model.tokenizer, model.base_model)
     config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stops or None,
                               pad_token_id=stops[0] if stops else 0)

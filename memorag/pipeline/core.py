@@ -267,10 +267,13 @@ class MemoRAG:
             report.memory_tokens = self.memory.num_tokens if self.memory is not None else 0
             return report
 
+        memory = self.memory
+        # loading (and, on first use, converting) the memory model is timed apart from the stages that use it
+        with timed(report.timings, "load"):
+            _loaded = self.memory_model if with_memory or memory is not None else self.tokenizer
         with timed(report.timings, "chunk"):
             chunks = chunk_documents(new, self.tokenizer, self.config.chunk_tokens, self.config.overlap_tokens,
                                      first_id=len(self._corpus.chunks))
-        memory = self.memory
         if with_memory or memory is not None:
             with timed(report.timings, "memory"):
                 if memory is None:

@@ -21,7 +21,7 @@ from memorag.serve.guard import API_KEY_ENV, is_loopback
 from memorag.serve.limits import MIB, ServeLimits
 
 
-def add_serve_parser(commands, model_options: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+def add_serve_parser(commands, model_options: Callable[..., None]) -> None:
     serve = commands.add_parser(
         "serve", help="serve memorize, ask (streamed), clues and corpora over HTTP",
         description="Serve an HTTP API over the corpora saved in --store: POST /corpora/NAME/memorize, "
@@ -69,7 +69,7 @@ def add_serve_parser(commands, model_options: Callable[[argparse.ArgumentParser,
                            f"limit (default: {limits.job_timeout:g})")
     work.add_argument("--max-connections", type=int, default=64, metavar="N",
                       help="open connections at once; more are answered 503 (default: 64)")
-    model_options(serve, True)
+    model_options(serve, True, json_output=False)  # the server answers in JSON already; no --json
 
 
 def serve_options(args: argparse.Namespace) -> tuple[ServeLimits, str | None]:

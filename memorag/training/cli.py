@@ -2,30 +2,50 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
 from collections.abc import Sequence
 
-from memorag.config import ConfigError, config_from_argv
+from memorag.config import ConfigError, config_from_argv, format_config_help, load_config
 
 from .config import TrainConfig
 
+SCRIPTS = {"pretrain": "train/pretrain.py", "sft": "train/sft.py"}
 
-def _config(argv: Sequence[str] | None, stage: str | None) -> TrainConfig:
-    cfg = config_from_argv(TrainConfig, argv)
-    if stage is not None and cfg.stage != stage:
-        other = "train/sft.py" if cfg.stage == "sft" else "train/pretrain.py"
+
+def train_parser(stage: str, description: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `train/pretrain.py` or `train/sft.py`: a usage line, the script's docstring
+    (what it does, with examples) as the description, and every setting as the epilog."""
+    script = SCRIPTS[stage]
+    parser = argparse.ArgumentParser(
+        prog=script, usage=f"[accelerate launch [OPTIONS]] {script} --config FILE [key=value ...]",
+        description=description, epilog=format_config_help(TrainConfig),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", metavar="FILE", help="a YAML file of settings (configs/pretrain/*.yaml, "
+                                                         "configs/sft/*.yaml, configs/debug*.yaml)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="settings over the file's, dotted for sections (the list below)")
+    return parser
+
+
+def _config(argv: Sequence[str] | None, stage: str, description: str | None) -> TrainConfig:
+    options = train_parser(stage, description).parse_intermixed_args(argv)
+    cfg = load_config(TrainConfig, options.config, options.overrides)
+    if cfg.stage != stage:
+        other = SCRIPTS.get(cfg.stage, "train/pretrain.py")
         raise ConfigError(f"this config is for stage {cfg.stage!r}; run it with {other} (or set stage={stage})")
     return cfg
 
 
-def train_main(stage: str, argv: Sequence[str] | None = None) -> int:
+def train_main(stage: str, argv: Sequence[str] | None = None, description: str | None = None) -> int:
     """Train one stage; prints the run summary as JSON. Returns the exit status: 2, with one
-    `error: ...` line, for what the user can fix (`ConfigError`, `memorag.training.errors`)."""
+    `error: ...` line, for what the user can fix (`ConfigError`, `memorag.training.errors`).
+    `description` is the calling script's docstring, shown by `--help`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        cfg = _config(argv, stage)
+        cfg = _config(argv, stage, description)
         from .trainer import Trainer
 
         trainer = Trainer(cfg)

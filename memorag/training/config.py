@@ -220,11 +220,12 @@ class CheckpointSection:
 
 @dataclass
 class LoggingSection:
-    """`output_dir/train_log.jsonl` always; a progress bar; wandb when installed and `wandb` is on."""
+    """`output_dir/train_log.jsonl` always; a progress bar; wandb only when asked (`wandb=true`, which the
+    shipped 7B and SmolLM2 configs set), so a run never needs a wandb account or sends anything unasked."""
 
     every_steps: int = 10
     progress_bar: bool = True
-    wandb: bool = True
+    wandb: bool = False
     wandb_mode: WandbMode = "offline"
     project: str = "memorag"
     run_name: str | None = None

@@ -91,3 +91,13 @@ def test_a_corpus_beyond_the_bases_positions_is_refused_with_the_fix():
     rag.memorize(words(*[10 + i % 80 for i in range(reach)]), with_memory=False)
     with pytest.raises(ContextTooLongError, match="positions .*use a shorter context, or the memory"):
         rag.ask(words(60, 61), mode="memorag-full", task="qa")
+
+
+def test_a_corpus_beyond_the_bases_positions_is_refused_before_the_corpus_is_read(monkeypatch):
+    model = tiny_tokenized_model(1)
+    read = []
+    monkeypatch.setattr(PrefixCache, "past_for", lambda self, ids: read.append(len(ids)))
+    text = words(*[10 + i % 80 for i in range(model.max_positions)])
+    with pytest.raises(ContextTooLongError, match="positions"):
+        full_context_replies(model, text, ["a question"], max_new_tokens=8)
+    assert read == []  # no model work: the base never read the corpus

@@ -3,7 +3,7 @@
     PYTHONPATH=TREE python profile_by_shape.py TREE OUT.json [train.py options ...]
 
 Each torch.profiler profile the script opens records shapes; OUT.json lists, per profile, each
-(operator, input shapes) with its call count and self CPU microseconds (what profile-one-step.txt sums).
+(operator, input shapes) with its call count and self CPU microseconds (what profile_by_shape.txt sums).
 """
 
 import json

@@ -1,0 +1,90 @@
+"""MkDocs hook: the command-line reference (`reference/cli.md`), written at build time from the parsers.
+
+Each section is the `--help` the command prints: the `memorag` command and its subcommands from
+`memorag.cli.build_parser()`, and each script run as `python SCRIPT --help` in this process (runpy),
+so the page cannot drift from the code: a renamed flag or a changed default shows here on the next build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import runpy
+import sys
+from pathlib import Path
+
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = "reference/cli.md"
+WIDTH = "80"  # argparse wraps to $COLUMNS; 80 fits the theme's code blocks without scrolling
+SCRIPTS = {
+    "train/pretrain.py": "Stage 1: pretrain the memory on long raw text.",
+    "train/sft.py": "Stage 2: fine-tune the memory to write clues.",
+    "train/evaluate.py": "Held-out evaluation of memory weights under a training config.",
+    "train/publish.py": "Publish trained memory weights with a model card.",
+    "train/build_clue_data.py": "Clue-SFT data from question-answer rows with an endpoint.",
+    "eval/run.py": "The evaluation harness: modes x tasks -> records, tables, plots.",
+    "eval/generate_clues.py": "Clues of a checkpoint over a data set, and their recall.",
+}
+
+
+def on_files(files, config):
+    files.append(File.generated(config, PAGE, content=cli_reference()))
+    return files
+
+
+def cli_reference() -> str:
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = WIDTH
+    try:
+        return "\n".join([*_memorag_sections(), *_script_sections()])
+    finally:
+        if previous is None:
+            os.environ.pop("COLUMNS")
+        else:
+            os.environ["COLUMNS"] = previous
+
+
+def _memorag_sections() -> list[str]:
+    from memorag.cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [action for action in parser._actions if action.dest == "command"]
+    lines = ["# Command-line reference", "",
+             "Generated when the site is built, from the parsers themselves (`docs/hooks/cli_reference.py`): "
+             "each section is what the command prints for `--help`. `python -m memorag` is the same command "
+             "as `memorag`.", "", "## memorag", "", *_block(parser.format_help())]
+    for name, subparser in commands.choices.items():
+        lines += [f"### memorag {name}", "", *_block(subparser.format_help())]
+    return lines
+
+
+def _script_sections() -> list[str]:
+    lines = ["## Scripts", "",
+             "Run from a checkout with the package installed (`make setup`); the training scripts also run "
+             "under `accelerate launch`.", ""]
+    for script, summary in SCRIPTS.items():
+        lines += [f"### {script}", "", summary, "", *_block(_script_help(script))]
+    return lines
+
+
+def _script_help(script: str) -> str:
+    """What `python SCRIPT --help` prints, run in this process."""
+    out = io.StringIO()
+    argv = sys.argv
+    sys.argv = [script, "--help"]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            runpy.run_path(str(ROOT / script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    text = out.getvalue()
+    if not text.strip():
+        raise RuntimeError(f"{script} --help printed nothing")
+    return text
+
+
+def _block(text: str) -> list[str]:
+    return ["```text", text.rstrip(), "```", ""]
