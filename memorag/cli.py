@@ -124,8 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask = commands.add_parser(
         "ask", help="answer a query about a memorized context",
         usage="memorag ask (DIR | DOCUMENT | --context FILE [FILE ...]) QUERY [options]",
-        description="Answer QUERY from DIR (written by `memorag memorize`) or from text files memorized on the fly. "
-                    "The answer is streamed to stdout; clues, evidence and timings go to stderr.",
+        description="Answer QUERY from DIR (written by `memorag memorize`), from a DOCUMENT (a PDF, Word, HTML, "
+                    "Markdown or text file, or a folder of them: memorized once and cached under "
+                    "~/.cache/memorag/asked, or $MEMORAG_CACHE_DIR), or from files memorized on the fly (--context). "
+                    "The answer is streamed to stdout; clues, evidence (with each one's file and page or section) "
+                    "and timings go to stderr.",
     )
     _ask_options(ask, clues_only=False)
     _model_options(ask, memorizing=False)

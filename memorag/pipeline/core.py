@@ -266,10 +266,13 @@ class MemoRAG:
         """
         from memorag.retrieval.chunking import chunk_documents
 
-        documents, problems = read_inputs(text_or_documents, read_options)
+        timings: dict[str, float] = {}
+        with timed(timings, "read"):  # files and folders: extracted here, before any model work
+            documents, problems = read_inputs(text_or_documents, read_options)
         admission = self._corpus.admit(documents)
         new = admission.new
-        report = MemorizeReport(skipped=admission.skipped, problems=[str(problem) for problem in problems])
+        report = MemorizeReport(skipped=admission.skipped, problems=[str(problem) for problem in problems],
+                                timings=timings)
         if not new:
             report.memory_tokens = self.memory.num_tokens if self.memory is not None else 0
             return report
