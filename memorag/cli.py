@@ -1,7 +1,8 @@
 """The `memorag` command: memorize texts, ask questions, print clues.
 
-    memorag memorize book.txt [more.txt ...] --out book.memorag
+    memorag memorize book.txt [report.pdf notes/ ...] --out book.memorag
     memorag ask book.memorag "Who raised Esther?"
+    memorag ask report.pdf "What did the audit find?"
     memorag ask --context book.txt "Who raised Esther?" --mode rag
     memorag clues book.memorag "Who raised Esther?"
     memorag serve --host 127.0.0.1 --port 8000 --store corpora/
@@ -21,70 +22,22 @@ import json
 import os
 import sys
 import time
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
+from memorag.cli_inputs import (
+    add_document_options,
+    cache_key,
+    cache_root,
+    print_problem,
+    read_documents,
+    read_options,
+)
 from memorag.embedded import memory_weights_are_untrained
 from memorag.errors import CliInputError, is_usage_error
 from memorag.placement import add_placement_arguments, placement_settings
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-# ----------------------------------------------------------------------------------------------
-# reading contexts
-
-
-def read_context(path: str, encoding: str = "utf-8") -> dict:
-    """A document (`id`, `title`, `text`) from a text file, refusing empty, binary and
-    undecodable files. Imports nothing heavy, so bad input fails fast."""
-    file = Path(path)
-    if not file.exists():
-        raise CliInputError(f"{path}: no such file")
-    if file.is_dir():
-        raise CliInputError(f"{path} is a folder; give text files")
-    try:
-        data = file.read_bytes()
-    except OSError as error:
-        raise CliInputError(f"cannot read {path}: {error.strerror or error}") from error
-    if not data:
-        raise CliInputError(f"{path} is empty; give a text with some content")
-    wide = encoding.lower().replace("-", "").replace("_", "").startswith(("utf16", "utf32"))
-    if b"\x00" in data and not wide:
-        raise CliInputError(f"{path} looks like a binary file (it contains NUL bytes); give a plain text file "
-                            "(for UTF-16 text pass --encoding utf-16)")
-    codec = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
-    try:
-        text = data.decode(codec)
-    except LookupError as error:
-        raise CliInputError(f"unknown encoding {encoding!r}") from error
-    except UnicodeDecodeError as error:
-        raise CliInputError(
-            f"{path} is not valid {encoding} text (byte 0x{data[error.start]:02x} at offset {error.start}); "
-            f"convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8 {path}`) or name its encoding with --encoding"
-        ) from error
-    if not text.strip():
-        raise CliInputError(f"{path} holds only whitespace; give a text with some content")
-    control = sum(1 for char in text if unicodedata.category(char) == "Cc" and char not in "\n\r\t\f\v")
-    if control > max(8, len(text) // 100):
-        raise CliInputError(f"{path} looks like a binary file ({control} control characters); give a plain text file")
-    return {"id": file.name, "title": file.name, "text": text}
-
-
-def read_contexts(paths: Sequence[str], encoding: str) -> list[dict]:
-    documents = [read_context(path, encoding) for path in paths]
-    names = [document["id"] for document in documents]
-    for document, path in zip(documents, paths):
-        if names.count(document["id"]) > 1:  # same file name in two folders: the paths tell them apart
-            document["id"] = os.path.normpath(path)
-    return documents
-
-
-def _as_documents(documents: list[dict]) -> list:
-    from memorag.retrieval.chunking import Document
-
-    return [Document(**document) for document in documents]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -130,7 +83,8 @@ def _model_options(parser: argparse.ArgumentParser, memorizing: bool, json_outpu
                             f"window) x R tokens long; `memorag memorize` prints the reach")
     shape.add_argument("--chunk-tokens", type=int, metavar="N", help="tokens per retrieval chunk (default: 160)")
     shape.add_argument("--overlap-tokens", type=int, metavar="N", help="tokens shared by neighbouring chunks (default: 24)")
-    shape.add_argument("--encoding", default="utf-8", help="encoding of the context files (default: utf-8)")
+    shape.add_argument("--encoding", default="auto",
+                       help="encoding of text, Markdown and HTML files (default: auto, detected)")
     add_placement_arguments(parser)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any pipeline setting, e.g. --set evidence_tokens=1024, or a mode's: --set longrag.units=2 "
@@ -142,8 +96,11 @@ def _model_options(parser: argparse.ArgumentParser, memorizing: bool, json_outpu
 
 def _ask_options(parser: argparse.ArgumentParser, clues_only: bool) -> None:
     parser.add_argument("target", nargs="*", metavar="DIR QUERY",
-                        help="a folder written by `memorag memorize` and the query, or only the query with --context")
-    parser.add_argument("--context", nargs="+", metavar="FILE", help="memorize these text files now instead of DIR")
+                        help="a folder written by `memorag memorize` and the query; or a document (or a folder of "
+                             "them) and the query: memorized once, then answered from a cache; or only the query "
+                             "with --context")
+    parser.add_argument("--context", nargs="+", metavar="FILE",
+                        help="memorize these documents (files or folders) now instead of DIR, without caching")
     if clues_only:
         parser.add_argument("--task", choices=("memorag", "summarize"),
                             help="memorag (default): the clues that drive retrieval for a question; summarize: the "
@@ -171,34 +128,43 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     memorize = commands.add_parser(
-        "memorize", help="build and save the memory and the index of text files",
-        description="Memorize text files into DIR: the memory, the chunks, the index and a manifest. If DIR already "
-                    "holds a memorag save made with the same models, new files are added to it (the memory is "
-                    "extended, the index grows) and files already there are skipped.",
+        "memorize", help="build and save the memory and the index of documents",
+        description="Memorize documents (PDF, Word, HTML, Markdown, text; folders walked) into DIR: the memory, the "
+                    "chunks, the index and a manifest. If DIR already holds a memorag save made with the same models, "
+                    "new files are added to it (the memory is extended, the index grows) and files already there are "
+                    "skipped. A file that cannot be read is reported on one line and the others are memorized "
+                    "(exit status 2).",
     )
-    memorize.add_argument("context", nargs="+", metavar="CONTEXT", help="text files (UTF-8 unless --encoding)")
+    memorize.add_argument("context", nargs="+", metavar="CONTEXT",
+                          help="documents: PDF, Word (.docx), HTML, Markdown or text files, or folders of them")
     memorize.add_argument("--out", required=True, metavar="DIR", help="where to save")
     memorize.add_argument("--overwrite", action="store_true", help="replace a memorag save in DIR instead of adding to it")
     memorize.add_argument("--wait", type=float, default=300.0, metavar="S",
                           help="seconds to wait while another writer is writing DIR (default: 300)")
     _model_options(memorize, memorizing=True)
+    add_document_options(memorize)
 
     ask = commands.add_parser(
         "ask", help="answer a query about a memorized context",
-        usage="memorag ask (DIR | --context FILE [FILE ...]) QUERY [options]",
-        description="Answer QUERY from DIR (written by `memorag memorize`) or from text files memorized on the fly. "
-                    "The answer is streamed to stdout; clues, evidence and timings go to stderr.",
+        usage="memorag ask (DIR | DOCUMENT | --context FILE [FILE ...]) QUERY [options]",
+        description="Answer QUERY from DIR (written by `memorag memorize`), from a DOCUMENT (a PDF, Word, HTML, "
+                    "Markdown or text file, or a folder of them: memorized once and cached under "
+                    "~/.cache/memorag/asked, or $MEMORAG_CACHE_DIR), or from files memorized on the fly (--context). "
+                    "The answer is streamed to stdout; clues, evidence (with each one's file and page or section) "
+                    "and timings go to stderr.",
     )
     _ask_options(ask, clues_only=False)
     _model_options(ask, memorizing=False)
+    add_document_options(ask)
 
     clues = commands.add_parser(
         "clues", help="print the memory model's clues for a query",
-        usage="memorag clues (DIR | --context FILE [FILE ...]) QUERY [options]",
+        usage="memorag clues (DIR | DOCUMENT | --context FILE [FILE ...]) QUERY [options]",
         description="Print the clues the memory model writes for QUERY, one per line (key points with --task summarize).",
     )
     _ask_options(clues, clues_only=True)
     _model_options(clues, memorizing=False)
+    add_document_options(clues)
 
     commands.add_parser("modes", help="list the answering modes", description="List the registered modes and their tasks.")
 
@@ -250,7 +216,9 @@ _FLAG_OF = {"timeout": "--timeout", "max_retries": "--retries", "chunk_tokens": 
 
 
 def _split_target(args: argparse.Namespace) -> None:
-    """Set `args.directory` (None with --context) and `args.query` from the positionals."""
+    """Set `args.directory` (None with --context or a document), `args.documents` (a document or
+    folder given in DIR's place, memorized through the cache) and `args.query` from the positionals."""
+    args.documents = None
     target = list(args.target)
     if args.context:
         if not target:  # `--context a.txt b.txt "query"`: the greedy option took the query too
@@ -264,6 +232,10 @@ def _split_target(args: argparse.Namespace) -> None:
         raise CliInputError("give the folder written by `memorag memorize` and the query (or --context FILE ... QUERY)")
     else:
         args.directory, args.query = target
+        # a folder with a manifest is a save (a damaged one is refused by loading); any other file or folder
+        # holds documents
+        if Path(args.directory).exists() and not (Path(args.directory) / "manifest.json").is_file():
+            args.documents, args.directory = [args.directory], None
     if not args.query.strip():
         raise CliInputError("the query is empty; ask something")
 
@@ -308,7 +280,7 @@ def _describe_evidence(evidence) -> list[str]:
         found = ", ".join("query" if index == 0 else f"clue {index}" for index in item.queries) or "-"
         snippet = " ".join(item.text.split())
         snippet = snippet[:90] + ("..." if len(snippet) > 90 else "")
-        lines.append(f"  [{item.doc_id} {item.start_char}-{item.end_char}] score {item.score:.4f} ({found}): {snippet}")
+        lines.append(f"  [{item.citation}] score {item.score:.4f} ({found}): {snippet}")
     return lines
 
 
@@ -348,25 +320,65 @@ def answer_header(mode, task: str) -> str:
 # commands
 
 
-def _open_pipeline(args, console: Console, files: list[dict], overrides: dict, needs_memory: bool):
-    """A pipeline from DIR, or from the --context `files` (already read) memorized now."""
+def _read_inputs(args) -> tuple[list, int]:
+    """The documents of --context or of a document given in DIR's place (none for DIR), read before
+    any model work, and how many files could not be read (each reported on stderr)."""
+    paths = args.context or args.documents
+    return read_documents(paths, read_options(args), print_problem) if paths else ([], 0)
+
+
+def _open_cached(args, console: Console, documents: list, overrides: dict):
+    """The pipeline of the documents given in DIR's place: loaded from the cache when these files
+    were memorized before with these settings, else memorized now and saved there."""
+    from memorag.errors import ManifestMismatchError, SaveFormatError
+    from memorag.pipeline import MemoRAG, is_saved_pipeline
+
+    folder = cache_root() / cache_key(args.documents, read_options(args), overrides)
+    if is_saved_pipeline(folder):
+        try:
+            console.info(f"loading the memorized {', '.join(args.documents)} from the cache ({folder})...")
+            return MemoRAG.load(folder, **overrides)
+        except (SaveFormatError, ManifestMismatchError) as error:
+            console.info(f"the cached save does not load ({error}); memorizing again")
+    rag = _memorize_now(console, documents, overrides, needs_memory=True)
+    rag.save(folder)
+    console.info(f"cached in {folder}")
+    return rag
+
+
+def _memorize_now(console: Console, documents: list, overrides: dict, needs_memory: bool):
+    """A new pipeline holding `documents` (already read), memorized now."""
+    from memorag.generation import is_endpoint
+    from memorag.pipeline import MemoRAG
+
+    _quiet_libraries()
+    rag = MemoRAG(**overrides)
+    rag.check_models()
+    if is_endpoint(rag.config.generator):
+        rag.check_generator()
+    console.info(f"memorizing {len(documents)} file(s)...")
+    report = rag.memorize(documents, with_memory=needs_memory, show_progress=not console.quiet)
+    console.info(f"memorized: {len(rag.chunks)} chunks"
+                 + (f", memory of {report.memory_tokens:,} tokens" if report.memory_tokens else "")
+                 + f" ({_format_timings(report.timings)})")
+    return rag
+
+
+def _open_pipeline(args, console: Console, documents: list, overrides: dict, needs_memory: bool):
+    """A pipeline from DIR, from a document given in DIR's place (through the cache), or from the
+    --context `documents` (already read) memorized now."""
     from memorag.generation import is_endpoint
     from memorag.pipeline import MemoRAG
 
     directory = args.directory
-    if directory is None:
-        documents = _as_documents(files)
+    if args.documents:
         _quiet_libraries()
-        rag = MemoRAG(**overrides)
-        rag.check_models()
+        rag = _open_cached(args, console, documents, overrides)
         if is_endpoint(rag.config.generator):
             rag.check_generator()
-        console.info(f"memorizing {len(documents)} file(s)...")
-        report = rag.memorize(documents, with_memory=needs_memory, show_progress=not console.quiet)
-        console.info(f"memorized: {len(rag.chunks)} chunks"
-                     + (f", memory of {report.memory_tokens:,} tokens" if report.memory_tokens else "")
-                     + f" ({_format_timings(report.timings)})")
         return rag
+    if directory is None:
+        return _memorize_now(console, documents, overrides, needs_memory)
     console.info(f"loading {directory}...")
     _quiet_libraries()
     rag = MemoRAG.load(directory, **overrides)
@@ -376,7 +388,7 @@ def _open_pipeline(args, console: Console, files: list[dict], overrides: dict, n
 
 
 def cmd_memorize(args, console: Console) -> int:
-    documents = read_contexts(args.context, args.encoding)
+    documents, unread = read_documents(args.context, read_options(args), print_problem)
     from memorag.generation import is_endpoint
     from memorag.locking import save_lock
     from memorag.pipeline import MemoRAG, check_save_target, is_saved_pipeline
@@ -386,7 +398,6 @@ def cmd_memorize(args, console: Console) -> int:
         raise CliInputError(f"--wait {args.wait}: give the seconds to wait, 0 or more")
     out = Path(args.out)
     check_save_target(out)
-    documents = _as_documents(documents)
     _quiet_libraries()
     started = time.perf_counter()
     # One writer at a time: the lock is taken before the old save is read and released after the
@@ -407,7 +418,7 @@ def cmd_memorize(args, console: Console) -> int:
     seconds = time.perf_counter() - started
     summary = {
         "out": str(out), "added": report.added, "skipped": report.skipped, "num_documents": len(rag.documents),
-        "num_chunks": len(rag.chunks), "memory_tokens": report.memory_tokens,
+        "num_chunks": len(rag.chunks), "memory_tokens": report.memory_tokens, "unread": unread,
         "memory_entries": rag.memory.num_entries if rag.memory is not None else 0,
         "memory_weights": rag.config.memory_weights, "reach": _reach(rag),
         "timings": {**report.timings, "total": round(seconds, 3)},
@@ -428,12 +439,21 @@ def cmd_memorize(args, console: Console) -> int:
     if memory_weights_are_untrained(rag.config.memory_model, rag.config.memory_weights) and not console.json:
         console.info("note: the memory weights are untrained (copies of the base model's); pass --memory-weights "
                      "for trained ones")
+    return _unread_status(unread)
+
+
+def _unread_status(unread: int) -> int:
+    """Exit status 2 when some files could not be read (each reported already), after the others were used."""
+    if unread:
+        print(f"memorag: error: {unread} file(s) could not be read (see above); the others were used",
+              file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
 def cmd_ask(args, console: Console) -> int:
     query = args.query
-    files = read_contexts(args.context, args.encoding) if args.context else []
+    files, unread = _read_inputs(args)
     from memorag.pipeline import get_mode
 
     overrides = _overrides(args)
@@ -475,13 +495,15 @@ def cmd_ask(args, console: Console) -> int:
             show_header()
             console.answer_piece(answer.answer)
         console.answer_piece("\n")
+        if answer.sources:
+            console.info("sources: " + "; ".join(answer.sources))
         console.info(f"timings: {_format_timings(answer.timings)} (generator: {answer.generator})")
-    return EXIT_OK
+    return _unread_status(unread)
 
 
 def cmd_clues(args, console: Console) -> int:
     query = args.query
-    files = read_contexts(args.context, args.encoding) if args.context else []
+    files, unread = _read_inputs(args)
     overrides = _overrides(args)
     rag = _open_pipeline(args, console, files, overrides, needs_memory=True)
     started = time.perf_counter()
@@ -495,7 +517,7 @@ def cmd_clues(args, console: Console) -> int:
             print(clue)
         if not clues:
             console.info("no usable clues (the memory model's replies were empty or only echoes)")
-    return EXIT_OK
+    return _unread_status(unread)
 
 
 def cmd_modes(args, console: Console) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memorag.errors import InputError
+from memorag.locations import citation
 from memorag.retrieval.chunking import Chunk, Document
 
 NO_CHUNK = -1  # `Evidence.chunk_id` of text given whole or cut, not one of the pipeline's chunks
@@ -24,7 +25,8 @@ class Evidence:
 
     `queries` are indices into the retrieval queries: 0 is the user's query, 1.. the clues.
     Modes that read no chunks give spans with `chunk_id` NO_CHUNK: whole documents (cic, longrag), the kept
-    head and tail of the corpus (full).
+    head and tail of the corpus (full). `page`, `last_page` and `section` say where in its file the span
+    lies (`memorag.locations`); `citation` says it for a reader: "report.pdf, p. 12".
     """
 
     chunk_id: int
@@ -36,9 +38,23 @@ class Evidence:
     score: float
     queries: list[int]
     text: str
+    page: int | None = None
+    last_page: int | None = None
+    section: list[str] = field(default_factory=list)
+
+    @property
+    def citation(self) -> str:
+        return citation(self.doc_id, self.page, self.last_page, self.section, self.start_char, self.end_char)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "citation": self.citation}
+
+
+def cited_evidence(chunk_id: int, document: Document, start_char: int, end_char: int, num_tokens: int,
+                   score: float, queries: list[int], text: str) -> Evidence:
+    """Evidence for `document.text[start_char:end_char]`, placed in its file (pages, section)."""
+    return Evidence(chunk_id, document.id, document.title, start_char, end_char, num_tokens, score, queries, text,
+                    **document.locate(start_char, end_char)._asdict())
 
 
 @dataclass
@@ -60,9 +76,15 @@ class Answer:
     def __str__(self) -> str:
         return self.answer
 
+    @property
+    def sources(self) -> list[str]:
+        """Where the evidence came from, each place once, in evidence order: ["report.pdf, p. 12", ...]."""
+        return list(dict.fromkeys(item.citation for item in self.evidence))
+
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
         data["evidence"] = [item.to_dict() for item in self.evidence]
+        data["sources"] = self.sources
         return data
 
 

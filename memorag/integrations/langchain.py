@@ -3,6 +3,7 @@
     from memorag.integrations.langchain import MemoRAGRetriever
 
     retriever = MemoRAGRetriever.from_saved("book.mrag", k=4)     # or MemoRAGRetriever(pipeline=rag, k=4)
+    retriever = MemoRAGRetriever.from_documents([Path("reports/")])  # PDF, Word, HTML, Markdown, text
     for document in retriever.invoke("Who helps the narrator escape?"):
         print(document.metadata["doc_id"], document.metadata["start_char"], document.metadata["found_by"])
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from memorag.integrations import evidence_metadata, missing_extra
+from memorag.integrations import evidence_metadata, memorized_pipeline, missing_extra
 from memorag.pipeline.search import search
 
 try:
@@ -46,6 +47,14 @@ class MemoRAGRetriever(BaseRetriever):
         from memorag.pipeline import MemoRAG
 
         return cls(pipeline=MemoRAG.load(directory, **pipeline_options), k=k, use_clues=use_clues)
+
+    @classmethod
+    def from_documents(cls, documents: Any, *, k: int = 4, use_clues: bool = True, read_options: Any = None,
+                       **pipeline_options: Any) -> MemoRAGRetriever:
+        """Memorize `documents` (texts, or `pathlib.Path`s of PDF, Word, HTML, Markdown and text files and
+        folders) into a new pipeline (`MemoRAG(**pipeline_options)`) and wrap it."""
+        return cls(pipeline=memorized_pipeline(documents, read_options, **pipeline_options), k=k,
+                   use_clues=use_clues)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         result = search(self.pipeline, query, self.k, with_clues=self.use_clues, task=self.task)

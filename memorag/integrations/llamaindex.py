@@ -3,6 +3,7 @@
     from memorag.integrations.llamaindex import MemoRAGLlamaRetriever
 
     retriever = MemoRAGLlamaRetriever.from_saved("book.mrag", k=4)   # or MemoRAGLlamaRetriever(rag, k=4)
+    retriever = MemoRAGLlamaRetriever.from_documents([Path("reports/")])  # PDF, Word, HTML, Markdown, text
     for hit in retriever.retrieve("Who helps the narrator escape?"):
         print(hit.score, hit.node.metadata["doc_id"], hit.node.start_char_idx, hit.node.metadata["found_by"])
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from memorag.integrations import evidence_metadata, missing_extra
+from memorag.integrations import evidence_metadata, memorized_pipeline, missing_extra
 from memorag.pipeline.search import search
 
 try:
@@ -42,6 +43,13 @@ class MemoRAGLlamaRetriever(BaseRetriever):
         from memorag.pipeline import MemoRAG
 
         return cls(MemoRAG.load(directory, **pipeline_options), k=k, use_clues=use_clues)
+
+    @classmethod
+    def from_documents(cls, documents: Any, *, k: int = 4, use_clues: bool = True, read_options: Any = None,
+                       **pipeline_options: Any) -> MemoRAGLlamaRetriever:
+        """Memorize `documents` (texts, or `pathlib.Path`s of PDF, Word, HTML, Markdown and text files and
+        folders) into a new pipeline (`MemoRAG(**pipeline_options)`) and wrap it."""
+        return cls(memorized_pipeline(documents, read_options, **pipeline_options), k=k, use_clues=use_clues)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         result = search(self.pipeline, query_bundle.query_str, self.k, with_clues=self.use_clues, task=self.task)

@@ -34,7 +34,7 @@ from memorag.modes import cic_prompt
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.cic_answer import parse_reply
 from memorag.modes.context import ModeContext
-from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, timed
+from memorag.results import NO_CHUNK, Answer, AskHooks, cited_evidence, timed
 from memorag.retrieval.chunking import Document
 
 logger = logging.getLogger(__name__)
@@ -85,9 +85,9 @@ class CiCMode(Mode):
             count, cut, prefix = self._fit(ctx, suffix, task, language, warnings)
         documents = self.documents(ctx, count, cut)
         whole = {document.id: tokens for document, tokens in zip(ctx.documents[:count], self.document_tokens(ctx))}
-        evidence = [Evidence(NO_CHUNK, document.id, document.title, 0, len(document.text),
-                             whole[document.id] if document.id in whole else self._tokens(ctx, document), 0.0, [],
-                             document.text) for document in documents]
+        evidence = [cited_evidence(NO_CHUNK, document, 0, len(document.text),
+                                   whole[document.id] if document.id in whole else self._tokens(ctx, document), 0.0,
+                                   [], document.text) for document in documents]
         hooks.evidence(evidence)
         with timed(timings, "generate"):
             reply = ctx.generator.generate_with_prefix(prefix, suffix, max_new_tokens=ctx.shared.answer_max_new_tokens,

@@ -45,7 +45,8 @@ def chunk_evidence(chunk: Chunk, score: float, found_by: Mapping[int, list[int]]
     """A retrieved chunk as `Evidence`: its place, its score (rounded to 6 places) and the
     indices of the queries that found it (`found_by`, as `EvidenceStep.retrieve` gives it)."""
     return Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char, chunk.num_tokens,
-                    round(score, 6), found_by.get(chunk.id, []), chunk.text)
+                    round(score, 6), found_by.get(chunk.id, []), chunk.text, chunk.page, chunk.last_page,
+                    list(chunk.section))
 
 
 @dataclass(frozen=True)

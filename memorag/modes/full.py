@@ -22,7 +22,7 @@ import numpy as np
 from memorag.errors import PipelineError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
-from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, timed
+from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
 from memorag.retrieval.chunking import token_spans
 
 
@@ -123,4 +123,4 @@ class FullMode(Mode):
         tokens = self.token_spans()[number]
         start = 0 if first == 0 else int(tokens[first, 0])
         end = len(document.text) if stop == len(tokens) else int(tokens[stop - 1, 1])
-        return Evidence(NO_CHUNK, document.id, document.title, start, end, stop - first, 0.0, [], document.text[start:end])
+        return cited_evidence(NO_CHUNK, document, start, end, stop - first, 0.0, [], document.text[start:end])

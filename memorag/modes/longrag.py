@@ -38,7 +38,7 @@ from memorag.errors import PipelineError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence import TOKENIZER_MARGIN, EvidenceStep
-from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, timed
+from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import count_tokens
 from memorag.retrieval.hybrid import fit_to_budget
@@ -207,8 +207,8 @@ class LongRAGMode(Mode):
         evidence = []
         for doc_id in unit.doc_ids:
             document = self.index.documents[doc_id]
-            evidence.append(Evidence(
-                NO_CHUNK, document.id, document.title, 0, len(document.text),
+            evidence.append(cited_evidence(
+                NO_CHUNK, document, 0, len(document.text),
                 count_tokens(self._tokenizer, document.text), round(score, 6), [0], document.text,
             ))
         return evidence
@@ -222,8 +222,8 @@ class LongRAGMode(Mode):
         for chunk in fit_to_budget(own, self.index.chunk_by_id, budget):
             for document, start, end in self.index.pieces(unit, chunk.start_char, chunk.end_char):
                 text = document.text[start:end]
-                evidence.append(Evidence(
-                    NO_CHUNK, document.id, document.title, start, end,
+                evidence.append(cited_evidence(
+                    NO_CHUNK, document, start, end,
                     count_tokens(self._tokenizer, text), round(scores[chunk.id], 6), [0], text,
                 ))
         return evidence

@@ -100,7 +100,7 @@ class MixPRMode(Mode):
             scores = {hit.chunk_id: hit.score for hit in hits}
             evidence = [
                 Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char, chunk.num_tokens,
-                         scores[chunk.id], [0], chunk.text)
+                         scores[chunk.id], [0], chunk.text, chunk.page, chunk.last_page, list(chunk.section))
                 for chunk in kept
             ]
             evidence = step.order(step.fit_window(evidence, query, task, language), self.evidence_order(task) or "document")

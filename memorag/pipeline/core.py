@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from memorag.answer_forms import AnswerForm, as_answer_form
 from memorag.config import config_from_dict, config_to_dict, config_view
+from memorag.documents import ReadOptions
 from memorag.memtrim import trim_heap
 from memorag.modes.base import Mode, get_mode
 from memorag.modes.context import Loaders, ModeContext, SharedSettings
 from memorag.modes.evidence import EvidenceSettings, EvidenceStep
 from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.pipeline.corpus import MemorizedCorpus
-from memorag.pipeline.helpers import as_documents, describe_type, label_embedder, split_model_args
+from memorag.pipeline.helpers import describe_type, label_embedder, read_inputs, split_model_args
 from memorag.pipeline.persistence import (
     check_memory_dtype,
     check_saved_identity,
@@ -247,22 +248,31 @@ class MemoRAG:
 
     def memorize(
         self,
-        text_or_documents: str | Document | Sequence[str | Document],
+        text_or_documents: str | Document | os.PathLike | Sequence[str | Document | os.PathLike],
         *,
         with_memory: bool = True,
         show_progress: bool | None = None,
+        read_options: ReadOptions | None = None,
     ) -> MemorizeReport:
         """Chunk, index and memorize new documents; documents already memorized are skipped.
 
+        Takes texts (str), `Document`s, and paths (`pathlib.Path`) of files (PDF, Word, HTML,
+        Markdown, text) and folders (walked through `read_options`' patterns): every file is read
+        first, before any model work; one that cannot be read is left out and reported in
+        `MemorizeReport.problems` (when nothing could be read, its `DocumentReadError` is raised).
         The memory is extended (new text read after the old); `with_memory=False` builds
         only the chunks and index (modes that need the memory build it on first use).
         Nothing changes if any step fails.
         """
         from memorag.retrieval.chunking import chunk_documents
 
-        admission = self._corpus.admit(as_documents(text_or_documents))
+        timings: dict[str, float] = {}
+        with timed(timings, "read"):  # files and folders: extracted here, before any model work
+            documents, problems = read_inputs(text_or_documents, read_options)
+        admission = self._corpus.admit(documents)
         new = admission.new
-        report = MemorizeReport(skipped=admission.skipped)
+        report = MemorizeReport(skipped=admission.skipped, problems=[str(problem) for problem in problems],
+                                timings=timings)
         if not new:
             report.memory_tokens = self.memory.num_tokens if self.memory is not None else 0
             return report

@@ -232,8 +232,18 @@ def check_memory_part(memory: Memory, manifest: dict, root: Path) -> None:
         )
 
 
+# Where a document or chunk lies in its file: written only when known, so that a text given as a string
+# saves as it did before documents were read from files (and such saves load the same, by the defaults).
+_SOURCE_FIELDS = frozenset({"source", "page_starts", "headings", "page", "last_page", "section"})
+
+
 def _write_jsonl(path: Path, rows: Sequence[Document] | Sequence[Chunk]) -> None:
-    atomic_write_text(path, "".join(json.dumps(dataclasses.asdict(row), ensure_ascii=False) + "\n" for row in rows))
+    atomic_write_text(path, "".join(json.dumps(_row(row), ensure_ascii=False) + "\n" for row in rows))
+
+
+def _row(row: Document | Chunk) -> dict:
+    return {key: value for key, value in dataclasses.asdict(row).items()
+            if key not in _SOURCE_FIELDS or value not in (None, "", [])}
 
 
 def _read_jsonl(path: Path) -> list[dict]:

@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 
+from memorag.documents import DocumentReadError, ReadOptions, read_paths
 from memorag.pipeline.types import InputError
 from memorag.retrieval.chunking import Document
 
@@ -40,6 +41,30 @@ def document_sha256(document: Document) -> str:
     return hashlib.sha256(json.dumps([document.title, document.text], ensure_ascii=False).encode()).hexdigest()
 
 
+def read_inputs(items: object, options: ReadOptions | None = None) -> tuple[list[Document], list[DocumentReadError]]:
+    """Documents from what `memorize` was given (see `as_documents`), files and folders read first,
+    before any model work: the documents, in order, and one problem per file that could not be
+    read. Nothing readable at all raises the first problem."""
+    options = options or ReadOptions()
+    many = not isinstance(items, str | Document | os.PathLike) and isinstance(items, Sequence | Iterable) \
+        and not isinstance(items, Mapping | bytes | bytearray | memoryview)
+    items = list(items) if many else [items]
+    documents: list[Document] = []
+    problems: list[DocumentReadError] = []
+    for item in items:
+        if isinstance(item, os.PathLike):
+            result = read_paths([item], options)
+            documents += result.documents
+            problems += result.problems
+        else:
+            documents += as_documents(item)
+    if not documents and problems:
+        raise problems[0]
+    if not documents:
+        raise InputError("nothing to memorize: the list of documents is empty")
+    return documents, problems
+
+
 def as_documents(text_or_documents: str | Document | Sequence[str | Document]) -> list[Document]:
     """Documents from a text, a `Document`, or a list of either (a text's id is a hash of it)."""
     _check_not_bytes(text_or_documents, "memorize() got")
@@ -58,7 +83,8 @@ def as_documents(text_or_documents: str | Document | Sequence[str | Document]) -
         if isinstance(item, str):
             item = Document(id=f"doc-{hashlib.sha256(item.encode()).hexdigest()[:12]}", text=item)
         if not isinstance(item, Document):
-            raise InputError(f"item {position} is {describe_type(item)}; give texts (str) or Document objects")
+            raise InputError(f"item {position} is {describe_type(item)}; give texts (str), Document objects or "
+                             "paths (pathlib.Path) of files and folders")
         if not isinstance(item.text, str):
             _check_not_bytes(item.text, f"document {item.id!r} has text that is")
             raise InputError(f"document {item.id!r} has text that is {describe_type(item.text)}; give a str")

@@ -184,6 +184,7 @@ class PipelineConfig:
 class MemorizeReport:
     added: list[str] = field(default_factory=list)  # document ids read this time
     skipped: list[str] = field(default_factory=list)  # already memorized, same text
+    problems: list[str] = field(default_factory=list)  # files that could not be read: one line each, file and fix
     num_chunks: int = 0  # chunks added
     memory_tokens: int = 0  # tokens the memory holds after this call (0: no memory built)
     timings: dict[str, float] = field(default_factory=dict)

@@ -6,7 +6,8 @@ and ``chunk_documents_for_mixpr`` cut into short sentence-like pieces (at most
 ``max_words`` words), the node unit of the Mixture-of-PageRanks graph.
 
 Every chunk keeps exact character offsets into its document, so
-``chunk.text == document.text[chunk.start_char:chunk.end_char]`` always holds.
+``chunk.text == document.text[chunk.start_char:chunk.end_char]`` always holds, and
+the pages and section of the file it came from (``memorag.locations``).
 """
 
 from __future__ import annotations
@@ -17,20 +18,39 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from memorag.locations import Heading, Location, locate
+
 
 @dataclass
 class Document:
-    """One source document; ``links`` name other document ids (used by LongRAG grouping)."""
+    """One source document; ``links`` name other document ids (used by LongRAG grouping).
+
+    A document read from a file (``memorag.documents``) names it in ``source`` and maps its
+    text to the file's pages (``page_starts``: where each page begins) and headings.
+    """
 
     id: str
     text: str
     title: str = ""
     links: list[str] = field(default_factory=list)
+    source: str = ""
+    page_starts: list[int] = field(default_factory=list)
+    headings: list[Heading] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # read back from JSON, a heading is a list [start_char, [path...]]
+        self.headings = [Heading(int(start), tuple(path)) for start, path in self.headings]
+
+    def locate(self, start_char: int, end_char: int) -> Location:
+        """The pages and section of ``text[start_char:end_char]`` in the file it was read from."""
+        return locate(self.page_starts, self.headings, start_char, end_char)
 
 
 @dataclass
 class Chunk:
-    """A contiguous span of one document; ``id`` is unique within an index."""
+    """A contiguous span of one document; ``id`` is unique within an index. ``page`` to
+    ``last_page`` are the file's pages it runs over (None: no pages), ``section`` the heading
+    path its start lies under (empty: none)."""
 
     id: int
     doc_id: str
@@ -39,6 +59,9 @@ class Chunk:
     start_char: int
     end_char: int
     num_tokens: int
+    page: int | None = None
+    last_page: int | None = None
+    section: list[str] = field(default_factory=list)
 
 
 class OffsetTokenizer(Protocol):
@@ -129,6 +152,7 @@ def chunk_documents(
                     start_char=start_char,
                     end_char=end_char,
                     num_tokens=end_token - start_token,
+                    **document.locate(start_char, end_char)._asdict(),
                 )
             )
             if end_token == len(spans):
@@ -235,6 +259,7 @@ def chunk_documents_for_mixpr(
                     start_char=span.start_char,
                     end_char=span.end_char,
                     num_tokens=num_tokens,
+                    **document.locate(span.start_char, span.end_char)._asdict(),
                 )
             )
     return chunks

@@ -3,7 +3,8 @@
     GET    /health                       {"status": "ok", "models": {...}, "pending": N, "loaded": [...]}
     GET    /corpora                      {"corpora": [{"name", "documents", "num_chunks", "memory_tokens", "loaded"}]}
     GET    /corpora/NAME                 one of those
-    POST   /corpora/NAME/memorize        {"text": "..."} or {"documents": [{"id", "title"?, "text"}]}, "overwrite"?
+    POST   /corpora/NAME/memorize        {"text": "..."} or {"documents": [{"id", "title"?, "text"}]} or
+                                         {"files": [{"name", "base64"}]} (PDF, Word, HTML, Markdown, text), "overwrite"?
     POST   /corpora/NAME/ask             {"query", "task"?, "mode"?, "stream"?: true}: server-sent events
     POST   /corpora/NAME/clues           {"query", "task"?}
     DELETE /corpora/NAME

@@ -10,6 +10,8 @@ values are cut short (`guard.clip`).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any
 
@@ -90,11 +92,16 @@ def query_from(body: dict[str, Any], limits: ServeLimits) -> str:
 
 
 def documents_from(body: dict[str, Any]) -> list[Document]:
-    """The documents of a memorize body: `text` (one document) or `documents` ({id, title, text})."""
+    """The documents of a memorize body: `text` (one document), `documents` ({id, title, text}) or
+    `files` ({name, base64}: PDF, Word, HTML, Markdown or text files, read here)."""
     text = field(body, "text", str)
     items = field(body, "documents", list)
-    if (text is None) == (items is None):
-        raise InputError("send either 'text' (a string) or 'documents' (a list of {id, title, text})")
+    files = field(body, "files", list)
+    if sum(value is not None for value in (text, items, files)) != 1:
+        raise InputError("send either 'text' (a string), 'documents' (a list of {id, title, text}) or 'files' "
+                         "(a list of {name, base64})")
+    if files is not None:
+        return files_from(files)
     if text is not None:
         if not text.strip():
             raise InputError("the text is empty; give a text with some content")
@@ -114,4 +121,35 @@ def documents_from(body: dict[str, Any]) -> list[Document]:
         if not text.strip():
             raise InputError(f"document {clip(doc_id)!r} is empty; give a text with some content")
         documents.append(Document(id=doc_id, title=field(item, "title", str, default=""), text=text))
+    return documents
+
+
+def files_from(items: list[Any]) -> list[Document]:
+    """Documents from uploaded files ({name, base64}), each read from its bytes (`memorag.documents`);
+    any file that cannot be read refuses the request, naming each such file and its fix."""
+    from memorag.documents import DocumentReadError, extract
+
+    if not items:
+        raise InputError("nothing to memorize: the list of files is empty")
+    documents, problems = [], []
+    for position, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(f"files[{position}] must be an object with 'name' and 'base64'")
+        name = field(item, "name", str, required=True)
+        if not name.strip() or "/" in name or "\\" in name:
+            raise InputError(f"files[{position}] needs a file name without folders, not {clip(name)!r}")
+        try:
+            data = base64.b64decode(field(item, "base64", str, required=True), validate=True)
+        except binascii.Error as error:
+            raise InputError(f"files[{position}] ({clip(name)}): 'base64' is not base64 ({error})") from error
+        try:
+            _, extracted = extract(data, name)
+        except DocumentReadError as problem:
+            problems.append(str(problem))
+            continue
+        documents.append(Document(id=name, title=name, text=extracted.text, source=name,
+                                  page_starts=extracted.page_starts, headings=extracted.headings))
+    if problems:
+        raise InputError(problems[0] if len(problems) == 1 else
+                         f"{len(problems)} files cannot be read: " + " | ".join(problems))
     return documents

@@ -52,7 +52,6 @@ def _bad_files(folder: Path) -> dict[str, tuple[Path, str]]:
         "empty": (b"", "is empty"),
         "whitespace": (b"  \n\t \n", "only whitespace"),
         "binary": (bytes(range(256)) * 4, "binary"),
-        "latin1": ("Ester \u00e9tait reine de Perse.".encode("latin-1"), "not valid utf-8"),
         "controls": (b"\x01\x02\x03\x04\x05\x06\x07\x08\x0e\x0f" * 5 + b"text", "binary"),
     }
     paths = {}
@@ -61,7 +60,10 @@ def _bad_files(folder: Path) -> dict[str, tuple[Path, str]]:
         path.write_bytes(data)
         paths[name] = (path, message)
     paths["missing"] = (folder / "no-such-file.txt", "no such file")
-    paths["folder"] = (folder, "is a folder")
+    (folder / "empty-folder").mkdir()
+    paths["folder"] = (folder / "empty-folder", "holds no files to read")
+    paths["image"] = (folder / "photo.png", "png image")
+    paths["image"][0].write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(32))
     return paths
 
 
@@ -73,6 +75,11 @@ def test_bad_context_files_fail_clearly_and_write_nothing(tmp_path):
             assert result.returncode == 2, (name, args, result.stderr)
             assert message in result.stderr.lower(), (name, result.stderr)
             assert result.stderr.startswith("memorag: error:") and "Traceback" not in result.stderr
+            assert result.stderr.count("\n") == 1, result.stderr  # one line
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Ester \u00e9tait reine de Perse.".encode("latin-1"))
+    result = run_cli("memorize", str(latin1), "--out", str(out), "--encoding", "utf-8")
+    assert result.returncode == 2 and "not valid utf-8 text" in result.stderr and "--encoding" in result.stderr
     assert not out.exists()
 
 

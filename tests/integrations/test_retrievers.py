@@ -137,3 +137,21 @@ def test_search_checks_its_input(saved):
     empty = MemoRAG(memory_model=options["memory_model"], embedder=options["embedder"], embedder_name="fake-hash")
     with pytest.raises(EmptyCorpusError):
         search(empty, QUERY, 2, with_clues=False)
+
+
+def test_retrievers_from_documents_cite_the_page(tmp_path):
+    from memorag.documents import DocumentReadError
+    from memorag.integrations.langchain import MemoRAGRetriever
+    from memorag.integrations.llamaindex import MemoRAGLlamaRetriever
+    from tests.documents.builders import pdf_bytes, scanned_pdf_bytes, write
+
+    book = write(tmp_path, "book.pdf", pdf_bytes([topic(0), topic(1), topic(2)]))
+    models = {"memory_model": tiny_model(), "embedder": FakeHashEmbedder(), "embedder_name": "fake-hash",
+              "generator": FakeEchoGenerator(), "chunk_tokens": 16, "overlap_tokens": 4, "clue_max_new_tokens": 12,
+              "max_clues": 4, "hits_per_query": 3}
+    found = MemoRAGRetriever.from_documents([book], k=2, use_clues=False, **models).invoke(topic(2, 6))
+    assert found[0].metadata["citation"] == "book.pdf, p. 3" and found[0].metadata["page"] == 3
+    hits = MemoRAGLlamaRetriever.from_documents([book], k=2, use_clues=False, **models).retrieve(topic(2, 6))
+    assert hits[0].node.metadata["citation"] == "book.pdf, p. 3"
+    with pytest.raises(DocumentReadError, match="scan.pdf: has no text layer"):
+        MemoRAGRetriever.from_documents([book, write(tmp_path, "scan.pdf", scanned_pdf_bytes())], **models)
