@@ -58,4 +58,4 @@ def _checked(text: str, name: str) -> str:
 
 
 def read_text(data: bytes, name: str, encoding: str = AUTO) -> Extracted:
-    return Extracted(decode_text(data, name, encoding).replace("\r\n", "\n"))
+    return Extracted(decode_text(data, name, encoding))  # as written: offsets point into the file's own text

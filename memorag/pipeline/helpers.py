@@ -51,11 +51,13 @@ def read_inputs(items: object, options: ReadOptions | None = None) -> tuple[list
     items = list(items) if many else [items]
     documents: list[Document] = []
     problems: list[DocumentReadError] = []
-    for item in items:
+    for position, item in enumerate(items):
         if isinstance(item, os.PathLike):
             result = read_paths([item], options)
             documents += result.documents
             problems += result.problems
+        elif many:
+            documents.append(_as_document(item, position))
         else:
             documents += as_documents(item)
     if not documents and problems:
@@ -77,21 +79,23 @@ def as_documents(text_or_documents: str | Document | Sequence[str | Document]) -
                          f"{describe_type(text_or_documents)}")
     if not items:
         raise InputError("nothing to memorize: the list of documents is empty")
-    documents = []
-    for position, item in enumerate(items):
-        _check_not_bytes(item, f"item {position} is")
-        if isinstance(item, str):
-            item = Document(id=f"doc-{hashlib.sha256(item.encode()).hexdigest()[:12]}", text=item)
-        if not isinstance(item, Document):
-            raise InputError(f"item {position} is {describe_type(item)}; give texts (str), Document objects or "
-                             "paths (pathlib.Path) of files and folders")
-        if not isinstance(item.text, str):
-            _check_not_bytes(item.text, f"document {item.id!r} has text that is")
-            raise InputError(f"document {item.id!r} has text that is {describe_type(item.text)}; give a str")
-        if not item.text.strip():
-            raise InputError(f"document {item.id!r} is empty; give a text with some content")
-        documents.append(item)
-    return documents
+    return [_as_document(item, position) for position, item in enumerate(items)]
+
+
+def _as_document(item: object, position: int) -> Document:
+    """Item `position` of what `memorize` was given, as a Document (a text's id is a hash of it)."""
+    _check_not_bytes(item, f"item {position} is")
+    if isinstance(item, str):
+        item = Document(id=f"doc-{hashlib.sha256(item.encode()).hexdigest()[:12]}", text=item)
+    if not isinstance(item, Document):
+        raise InputError(f"item {position} is {describe_type(item)}; give texts (str), Document objects or "
+                         "paths (pathlib.Path) of files and folders")
+    if not isinstance(item.text, str):
+        _check_not_bytes(item.text, f"document {item.id!r} has text that is")
+        raise InputError(f"document {item.id!r} has text that is {describe_type(item.text)}; give a str")
+    if not item.text.strip():
+        raise InputError(f"document {item.id!r} is empty; give a text with some content")
+    return item
 
 
 def describe_type(value: object) -> str:

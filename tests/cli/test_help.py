@@ -62,11 +62,12 @@ def test_serve_takes_no_json_flag_it_would_ignore():
 
 
 def test_the_training_scripts_help_has_a_usage_line_a_description_and_examples():
-    for stage, script in (("pretrain", "train/pretrain.py"), ("sft", "train/sft.py")):
+    for stage, script, config in (("pretrain", "train/pretrain.py", "configs/debug.yaml"),
+                                  ("sft", "train/sft.py", "configs/debug-sft.yaml")):
         doc = ast.get_docstring(ast.parse((ROOT / script).read_text()))
         shown = train_parser(stage, doc).format_help()
         assert shown.startswith(f"usage: [accelerate launch [OPTIONS]] {script} --config FILE [key=value ...]")
-        assert doc.splitlines()[0] in shown and f"python {script} --config configs/debug" in shown
+        assert doc.splitlines()[0] in shown and f"python {script} --config {config}" in shown
         assert "optim.lr" in shown and "logging.wandb: bool = False" in shown
 
 

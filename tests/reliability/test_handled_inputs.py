@@ -19,7 +19,6 @@ BAD_FILES = {
     "empty": (b"", "is empty"),
     "whitespace": (b"  \n\t \r\n", "only whitespace"),
     "binary": (bytes(range(256)) * 4, "looks like a binary file"),
-    "misencoded": ("Ester \u00e9tait reine. ".encode("latin-1") * 20, "is not valid utf-8 text (byte 0xe9"),
 }
 
 
@@ -88,13 +87,19 @@ def test_a_huge_query_is_refused_quickly_and_clearly(cli, tiny_args, small_save)
     assert "clues:" not in result.stderr and "Traceback" not in result.stderr
 
 
-def test_folders_that_are_not_saves_are_refused(cli, tiny_args, tmp_path):
+def test_a_missing_target_or_a_foreign_manifest_is_refused_and_documents_are_memorized(cli, tiny_args, tmp_path,
+                                                                                        monkeypatch):
+    monkeypatch.setenv("MEMORAG_CACHE_DIR", str(tmp_path / "cache"))
+    missing = cli("ask", tmp_path / "missing", "a question", *tiny_args)
+    assert missing.returncode in (1, 2) and "missing" in missing.stderr and "Traceback" not in missing.stderr, missing
+    # a folder of documents, or a document, in DIR's place: memorized once (cached), then answered
     (tmp_path / "plain").mkdir()
-    (tmp_path / "plain" / "notes.txt").write_text("mine")
-    (tmp_path / "a-file").write_text("x")
-    for target in (tmp_path / "missing", tmp_path / "plain", tmp_path / "a-file"):
-        result = cli("ask", target, "a question", *tiny_args)
-        assert result.returncode == 1 and "is not a saved memorag pipeline" in result.stderr, result
+    (tmp_path / "plain" / "notes.txt").write_text(text_of(60, seed=3))
+    (tmp_path / "a-file.txt").write_text(text_of(60, seed=4))
+    for target in (tmp_path / "plain", tmp_path / "a-file.txt"):
+        result = cli("ask", target, "where is the king", *tiny_args, *SHORT, "--mode", "rag")
+        assert result.returncode == 0, result
+    assert (tmp_path / "cache").is_dir()
     fake = tmp_path / "fake"
     fake.mkdir()
     (fake / "manifest.json").write_text('{"format": "something-else"}')

@@ -80,7 +80,7 @@ def test_the_command_line_names_the_flag_and_refuses_before_any_work(cli, tmp_pa
     ([b"some text"], "item 0 is bytes, not text; decode it first"),
     (42, "not an int"),
     ({"id": "x", "text": "y"}, "not a dict"),
-    (["fine text", 3.5], "item 1 is a float; give texts (str) or Document objects"),
+    (["fine text", 3.5], "item 1 is a float; give texts (str), Document objects or paths"),
     ([], "the list of documents is empty"),
     (["   "], "is empty"),
 ])
