@@ -44,5 +44,6 @@ def test_a_runnable_example_runs_as_written(page, language, tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the scripts import this checkout's memorag
+    monkeypatch.setenv("MEMORAG_CACHE_DIR", str(tmp_path / "cache"))  # `memorag ask FILE` memorizes afresh
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "2"))
     check_md_file(page, lang=language, memory=language == "python")
