@@ -12,7 +12,7 @@ One base with random weights of the named shape (memorag.benchmarking.shapes), o
 3. the memory model decoding three prompts as one batch over the memory (the clue
    stage writes its three clue kinds so; random prompts of 0, 8 and 16 tokens more);
 4. with `--compile`, one prompt and then the three as one batch through the compiled
-   step (the batch with shared matrix products, `exact=False`: memory/shared_buffers.py),
+   step (the batch with shared matrix products, `exact=False`: memory/decoding.py),
    each compiled by an untimed decode first.
 `--variants` picks the rows after the first (`static dynamic batch compiled compiled-batch`,
 all by default), e.g. `--compile reduce-overhead --variants compiled-batch` for the compiled
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> dict:
                 memory.nbytes + window_bytes)
             rows[-1]["compile_s"] = compile_s
         if args.compile is not None and "compiled-batch" in wanted:
-            # the three prompts as one batch through the compiled step (memory/shared_buffers.py: shared products)
+            # the three prompts as one batch through the compiled step (memory/decoding.py: shared products)
             if not model.decoding_compiled:
                 model.compile_decoding(mode=None if args.compile == "default" else args.compile)
             batch_compile_s, _ = device.seconds(lambda: model.generate_ids_batch(

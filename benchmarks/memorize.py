@@ -18,7 +18,7 @@ memorize cell times its context twice in its process: `seconds`, the first time 
 the first context a process reads costs, the device's per-shape state built on the
 way: CUDA execution plans, allocator pools), and `seconds_again` (what each later
 context of that length costs); `--profile` adds a third run under torch.profiler;
-`--compile-windows [MODE]` memorizes through compiled layers (memory/compiled_windows.py),
+`--compile-windows [MODE]` memorizes through compiled layers (memory/compiled.py),
 compiled first by one untimed window. The
 device options (`--device`, `--dtype`, one or more, `--threads`) are the shared ones of
 memorag/benchmarking/device.py. Peak memory is that of the first timed run (CUDA:

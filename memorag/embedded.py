@@ -20,7 +20,7 @@ contacts a hub; the hub settings of the process are left alone.
 The names memory weights go by (`auto`, `embedded`, `untrained`, `SHIPPED_MEMORY_DIR`) are
 here too: what a name means depends only on whether the base is the embedded LM. Finding and
 checking the weights a name, folder or hub id stands for needs the memory model's file format,
-so it lives with the memory model (`memorag.memory.weights`). This module imports nothing of
+so it lives with the memory model (`memorag.memory.checkpoint`). This module imports nothing of
 `memorag` and nothing heavy: the command line and the configs read it before any model loads.
 `memorag.models` re-exports both.
 """

@@ -6,7 +6,7 @@ Two modules do the work, one on each side of the memory model:
   offline in pip packages (`resolve_lm`, `resolve_embedder`, `EMBEDDED_LM`, `cache_dir`, ...), and
   the names memory weights go by (`AUTO_MEMORY`, `SHIPPED_MEMORY_DIR`, ...). It imports nothing
   of `memorag`: the memory model, the command line and the configs all read it.
-- `memorag.memory.weights`: the memory weights a name, a folder or a hub id stands for, found
+- `memorag.memory.checkpoint`: the memory weights a name, a folder or a hub id stands for, found
   and verified (`memory_weights_for`, `resolve_memory_weights`, `verify_memory_weights`, ...);
   it needs the memory model's file format, so it lives in `memorag.memory`.
 
@@ -41,7 +41,7 @@ from memorag.embedded import (
     smollm2_gguf_path,
 )
 
-# Names of `memorag.memory.weights`, imported on first use (they load torch).
+# Names of `memorag.memory.checkpoint`, imported on first use (they load torch).
 _MEMORY_WEIGHTS_NAMES = ("MemoryWeightsUnavailableError", "memory_weights_for", "resolve_memory_weights",
                          "shipped_memory_weights", "verify_memory_weights")
 
@@ -73,7 +73,7 @@ __all__ = [
 
 def __getattr__(name: str):
     if name in _MEMORY_WEIGHTS_NAMES:
-        from memorag.memory import weights
+        from memorag.memory import checkpoint
 
-        return getattr(weights, name)
+        return getattr(checkpoint, name)
     raise AttributeError(f"module 'memorag.models' has no attribute {name!r}")

@@ -221,10 +221,6 @@ def test_no_import_cycle_inside_a_package(package):
     """Inside every package (memorag.pipeline among them: core, corpus and persistence) modules
     import each other one way; a shared piece moves into a module of its own."""
     graph = inner_graph(package)
-    if package == "memorag.memory":  # the model named in its helpers' type hints: the one kind allowed (below)
-        for path in (PACKAGE / "memory").glob("*.py"):
-            if path.stem in TYPED_WITH_THE_MODEL and MEMORY_MODEL in type_only_imports(path):
-                graph[_module_name(path)].discard(MEMORY_MODEL)
     found = cycles(graph)
     assert not found, f"import cycles inside {package} (move the shared code into a module of its own): {found}"
 
@@ -237,7 +233,7 @@ def test_the_pipeline_package_is_walked():
 
 
 @pytest.mark.parametrize("package", ["memorag.modes", "memorag.pipeline", "memorag.results", "memorag.errors",
-                                     "memorag.embedded", "memorag.models", "memorag.memory.weights", "memorag.cli",
+                                     "memorag.embedded", "memorag.models", "memorag.memory.checkpoint", "memorag.cli",
                                      "memorag.datasets", "memorag.data"])
 @pytest.mark.slow
 def test_each_package_imports_first(package):
@@ -250,58 +246,13 @@ def test_each_package_imports_first(package):
     assert importlib.import_module(package)
 
 
-# Inside memorag.memory, the helpers of `MemoryModel` (its loaders, decoding, batching, shared decoding buffers, memorizing, window
-# loop, identity) name the class in type hints only, under `if TYPE_CHECKING:`; model.py imports
-# them. Those type-only imports are the one kind of cycle the package allows, from these modules.
-MEMORY_MODEL = "memorag.memory.model"
-TYPED_WITH_THE_MODEL = {"batch", "checkpoint", "decoding", "identity", "loading", "lowrank", "memorizing", "released",
-                        "shared_buffers", "windows"}
-
-
-def _is_type_checking(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-
-
-class _WithoutTypeChecking(ast.NodeTransformer):
-    def visit_If(self, node: ast.If):
-        return None if _is_type_checking(node) else self.generic_visit(node)
-
-
-def type_only_imports(path: Path, root: Path = ROOT) -> set[str]:
-    """The `memorag` modules `path` imports under `if TYPE_CHECKING:` and nowhere else."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    everywhere = set(_imports_in(tree, path, root))
-    outside = set(_imports_in(_WithoutTypeChecking().visit(ast.parse(path.read_text(encoding="utf-8"))), path, root))
-    return everywhere - outside
-
-
-def memory_module_graph(root: Path = ROOT, keep_type_only_model_imports: bool = True) -> dict[str, set[str]]:
-    """Module -> the modules of memorag.memory it imports (every import counts, late ones included)."""
-    graph = {}
-    for path in sorted((root / PACKAGE.name / "memory").glob("*.py")):
-        module = _module_name(path, root)
-        targets = {name for name in imported_modules(path, root) if name.startswith("memorag.memory.")}
-        if not keep_type_only_model_imports and MEMORY_MODEL in type_only_imports(path, root):
-            targets.discard(MEMORY_MODEL)
-        graph[module] = targets - {module}
-    return graph
-
-
-def test_the_type_only_check_tells_the_guarded_import_from_a_plain_one(tmp_path):
-    p = PACKAGE.name
-    files = {"__init__.py": "", "core.py": "class Core:\n    pass\n",
-             "typed.py": f"from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from {p}.core import Core\n",
-             "both.py": f"from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from {p}.core import Core\n"
-                        f"def make():\n    from {p}.core import Core\n    return Core()\n"}
-    root = _write_package(tmp_path / "typed", files)
-    assert type_only_imports(root / p / "typed.py", root) == {f"{p}.core"}
-    assert type_only_imports(root / p / "both.py", root) == set()
-
-
-def test_inside_the_memory_package_only_type_hints_of_the_model_close_a_cycle():
-    graph = memory_module_graph()
-    assert cycles(graph)  # the helpers do name the model in their type hints
-    assert not cycles(memory_module_graph(keep_type_only_model_imports=False)), "a runtime import cycle in memory/"
-    typed = {module.rpartition(".")[2] for module, targets in graph.items() if MEMORY_MODEL in targets
-             and module != "memorag.memory"}
-    assert typed == TYPED_WITH_THE_MODEL, "a new module of memory/ imports the model: at runtime it would be a cycle"
+def test_inside_the_memory_package_every_module_points_down():
+    """memorag.memory's modules, every import counted (type-only ones too): no cycle, and the model
+    (memory/model.py) is imported by none of them, the core (memory/core.py) by no module below it."""
+    graph = inner_graph("memorag.memory")
+    assert len(graph) >= 15 and not cycles(graph)
+    importers = {module for module, targets in graph.items() if "memorag.memory.model" in targets}
+    assert importers <= {"memorag.memory"}, f"modules that reach up to the model: {sorted(importers)}"
+    below_core = {f"memorag.memory.{name}" for name in ("config", "families", "schedule", "tables", "linear",
+                                                        "cache", "attention", "compiled", "state")}
+    assert not {module for module in below_core if "memorag.memory.core" in graph[module]}

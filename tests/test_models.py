@@ -65,12 +65,12 @@ def test_missing_embedder_package_says_how_to_install(hide_model_packages):
 
 def test_models_re_exports_both_homes_and_stays_light():
     """`memorag.models` names the embedded models (`memorag.embedded`) and, on first use, the memory
-    weights' resolution (`memorag.memory.weights`); importing it, or the command line, loads no torch."""
-    from memorag.memory import weights
+    weights' resolution (`memorag.memory.checkpoint`); importing it, or the command line, loads no torch."""
+    from memorag.memory import checkpoint
 
     assert models.resolve_lm is embedded.resolve_lm and models.AUTO_MEMORY is embedded.AUTO_MEMORY
     for name in ("memory_weights_for", "verify_memory_weights", "MemoryWeightsUnavailableError"):
-        assert getattr(models, name) is getattr(weights, name) and name in models.__all__
+        assert getattr(models, name) is getattr(checkpoint, name) and name in models.__all__
     with pytest.raises(AttributeError, match="no_such_name"):
         models.no_such_name  # noqa: B018
     code = "import sys, memorag.models, memorag.cli; print(sorted({'torch', 'transformers'} & set(sys.modules)))"

@@ -110,7 +110,7 @@ def test_every_cited_repository_path_exists():
         assert path in (ROOT / writer.split()[0]).read_text(encoding="utf-8"), (path, writer)
 
 
-# Dotted names of the package (`memorag.memory.weights.memory_weights_for`), cited in the same files:
+# Dotted names of the package (`memorag.memory.checkpoint.memory_weights_for`), cited in the same files:
 # the module must exist and define the name that follows it (attributes further on are not checked).
 # A quoted one is a value (a logger's name, a metadata key), not a citation.
 PACKAGE = "memorag"

@@ -42,7 +42,7 @@ def test_names_resolve_by_base(caplog):
     assert memory_weights_for(None, "auto") == SHIPPED_MEMORY_DIR == shipped_memory_weights()
     assert memory_weights_for("embedded", "EMBEDDED") == SHIPPED_MEMORY_DIR
     assert memory_weights_for(None, "untrained") is None and memory_weights_for(None, None) is None
-    with caplog.at_level(logging.INFO, logger="memorag.memory.weights"):
+    with caplog.at_level(logging.INFO, logger="memorag.memory.checkpoint"):
         assert memory_weights_for("some/other-base", "auto") is None  # nothing trained for it: untrained copies
     assert "untrained copies" in caplog.text
     with pytest.raises(ValueError, match="trained for the embedded SmolLM2"):

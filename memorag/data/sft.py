@@ -12,7 +12,7 @@ Format: one JSON object per line,
 optional; other keys (ids, task names, metadata) are ignored.
 
 Rendering uses the base model's chat template, the same layout the memory model
-uses at inference (`memorag.memory.chat.PromptLayout`): the user turn is the
+uses at inference (`memorag.chat_layout.PromptLayout`): the user turn is the
 context, a blank line, then the instruction; the assistant turn is the target. A
 tokenizer without a chat template gets the plain layout: context, blank line,
 instruction, a line break, the target and EOS. Labels are -100 on every token but
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from memorag.chat_layout import PromptLayout
 from memorag.config import ConfigError
 from memorag.io import atomic_write_text
-from memorag.memory.chat import PromptLayout
 
 from .sources import expand_files
 

@@ -1,23 +1,29 @@
-"""Memory-aware attention wrapping a frozen base attention module.
+"""Memory-aware attention: the step contexts, the kernels, and the module wrapping a base attention.
 
-`MemoryAttention` keeps the family's own attention as `base_layer` (frozen) and adds
-the memory projections (`memory.q/k/v[/o]`, copies of the base projections). It holds
-no state: each call receives a `StepContext` (through the decoder layer's **kwargs)
-naming the cache to write to and which of the step's rows are memory tokens (raw and
-memory rows come interleaved, in sequence order; raw rows use the base projections,
-memory rows the memory projections, each computed only for its own rows). Without a
-context it is the base attention, untouched, so a patched model still runs as plain
-transformers.
+`MemoryAttention` keeps the family's own attention as `base_layer` (frozen) and adds the
+memory projections (`memory.q/k/v[/o]`, copies of the base projections). It holds no state:
+each call receives a `StepContext` (through the decoder layer's **kwargs, as `memory_step`)
+that says which of the step's rows are memory tokens (raw and memory rows come interleaved,
+in sequence order; raw rows use the base projections, memory rows the memory projections,
+each computed only for its own rows) and where its keys and values go. Without a context it
+is the base attention, untouched, so a patched model still runs as plain transformers.
 
-`attend` is the one dispatch point for kernels (SDPA, FlashAttention 2, eager); a decoding
-step's attention over whole cache buffers goes through `attend_bucket` (memory/buffer_step.py).
+The contexts, one per kind of step (the caller of the step names the kind, memory/core.py):
+- `WindowStep`: a piece of a window over its cache's valid rows, by the kernel the config
+  names (`KERNELS`);
+- `BufferStep`: a decoding step over whole cache buffers with an additive bias, its shapes the
+  same token after token, so that it compiles whole (`attend_buffers`);
+- `PackedStep`: several sequences' steps packed along one row axis, each attending as alone
+  (`PackedRows` packs their rows).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +32,8 @@ from torch.nn.attention.bias import causal_lower_right
 
 from .cache import MemoryCache
 from .families import Family
-from .linear import is_plain_linear
+from .linear import is_plain_linear, sequences_alone
+from .tables import RowSplit, causal_end_mask, full_mask
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -40,206 +47,98 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotate_half(x) * sin
 
 
-@dataclass
-class RowSplit:
-    """Which rows of a step are raw tokens and which are memory tokens.
-
-    `raw` and `memory` are row indices [n] and [m]; `order` [n + m] puts
-    `cat([raw rows, memory rows])` back into sequence order. When the rows are whole
-    groups of `group` raw rows followed by one memory row (a whole window, or any piece
-    that starts and ends at a group boundary: the common case), they are split and merged
-    by reshaping instead of gathering, which is cheaper forward and backward.
-    """
-
-    raw: torch.Tensor
-    memory: torch.Tensor
-    order: torch.Tensor
-    group: int | None = None  # raw rows per memory row when the rows are regular groups
-    raw_rows: tuple[int, ...] = ()  # `raw` and `memory` as the host knows them (never read back from a device)
-    memory_rows: tuple[int, ...] = ()
-
-    @classmethod
-    def of(cls, raw_rows: list[int], memory_rows: list[int], device: torch.device) -> RowSplit:
-        raw = torch.tensor(raw_rows, dtype=torch.long, device=device)
-        memory = torch.tensor(memory_rows, dtype=torch.long, device=device)
-        order = torch.argsort(torch.cat([raw, memory]))
-        group = len(raw_rows) // len(memory_rows) if memory_rows else None
-        regular = group and len(raw_rows) == group * len(memory_rows) and memory_rows == [
-            j * (group + 1) + group for j in range(len(memory_rows))]
-        return cls(raw, memory, order, group if regular else None, tuple(raw_rows), tuple(memory_rows))
-
-    def split(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """[B, T, ...] -> raw rows [B, n, ...], memory rows [B, m, ...]."""
-        if self.group is None:
-            return rows.index_select(1, self.raw), rows.index_select(1, self.memory)
-        batch, rest = rows.shape[0], rows.shape[2:]
-        grouped = rows.view(batch, -1, self.group + 1, *rest)  # [B, m, group + 1, ...]
-        return grouped[:, :, : self.group].reshape(batch, -1, *rest), grouped[:, :, self.group]
-
-    def merge(self, raw: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
-        """Raw rows [B, n, ...] and memory rows [B, m, ...] -> [B, n + m, ...] in sequence order."""
-        if self.group is None:
-            return torch.cat([raw, memory], dim=1).index_select(1, self.order)
-        batch, groups, rest = memory.shape[0], memory.shape[1], memory.shape[2:]
-        grouped = torch.cat([raw.view(batch, groups, self.group, *rest), memory.unsqueeze(2)], dim=2)
-        return grouped.view(batch, -1, *rest)
+# -- the kernels ----------------------------------------------------------------------------------
+# (query [B, H, Tq, d], key/value [B, H_kv, S, d], prefix, mask [Tq, S - prefix] or None, scale) -> [B, Tq, H, d]:
+# keys `[:prefix]` are seen by every query; `mask` covers the rest (None: causal aligned to the last key)
+Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int, "torch.Tensor | None", float], torch.Tensor]
 
 
-@dataclass
-class StepContext:
-    """What one forward step over some rows needs to know; shared by every layer.
-
-    Keys are `[prefix | tail]`: the first `prefix` keys (memory entries) are visible to
-    every row of the step; `mask` [T, tail] (True = may attend) says which tail keys
-    (the current window's rows) each row sees, and `None` means causal aligned to the
-    last key (the step's own rows come last). `rows` says which rows are memory tokens
-    (None: all raw).
-    """
-
-    cache: MemoryCache
-    prefix: int
-    rows: RowSplit | None = None
-    mask: torch.Tensor | None = None
-    implementation: str = "sdpa"
-    dtype: torch.dtype | None = None  # the cache's dtype (the base model's), so all rows agree
-
-    @property
-    def rotated_keys(self) -> bool:
-        return self.cache.rotated_keys
-
-    compiles_whole = False  # its attention runs eager under compiled layers (`attend_eager`)
-
-    def attend(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               scale: float) -> torch.Tensor:
-        """Write this step's `key`/`value` [B, H_kv, T, d] to the cache and attend `query` [B, H, T, d]
-        over it; [B, T, H, d]."""
-        keys, values = self.cache.write(layer, key, value)  # [B, H_kv, S, d]
-        keys = self.cache.read_keys(keys)
-        return attend(query, keys, values, self.prefix, self.mask, self.implementation, scale)
+def sdpa(query, key, value, prefix: int, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+    """`F.scaled_dot_product_attention`, and on the CPU two forms that compute the same faster: one query
+    row as a folded matmul-softmax (`folded_attention`), and several rows after a memory without autograd
+    as the unmasked prefix merged with the masked tail (`split_attention`). On CUDA the causal mask aligned
+    to the last key (a window after its memory) is torch's `causal_lower_right`, which SDPA runs as flash
+    attention's own causal mask: no mask tensor, and faster than the boolean mask's kernel."""
+    num_queries, num_keys = query.shape[2], key.shape[2]
+    if query.device.type == "cpu":
+        if num_queries == 1 and mask is None:
+            return folded_attention(query, key, value, scale)
+        needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+        if prefix > 0 and num_queries > 1 and not needs_grad:
+            return split_attention(query, key, value, prefix, mask, scale)
+    is_causal = mask is None and num_queries == num_keys
+    full = None
+    if mask is None and 1 < num_queries < num_keys and query.is_cuda:
+        full = causal_lower_right(num_queries, num_keys)
+    elif not is_causal and not (mask is None and num_queries == 1):
+        full = full_mask(num_queries, prefix, num_keys - prefix, mask, query.device)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=full, is_causal=is_causal, scale=scale,
+                                         enable_gqa=query.shape[1] != key.shape[1])
+    return out.transpose(1, 2)
 
 
-@dataclass
-class PackedStep:
-    """One forward step over several sequences' rows packed into one row axis (batch 1).
-
-    Sequence `i` owns rows `bounds[i]:bounds[i + 1]` and its own `StepContext` (its own
-    cache, prefix and mask): everything row-wise (norms, projections, MLP) runs once over
-    all rows, attention runs per sequence exactly as it would alone. `rows` marks the
-    memory tokens among all packed rows (None: all raw).
-    """
-
-    steps: list  # StepContext or BufferStep (memory/buffer_step.py), one per sequence
-    bounds: list[int]
-    rows: RowSplit | None = None
-    dtype: torch.dtype | None = None
-
-    @property
-    def rotated_keys(self) -> bool:
-        return all(step.rotated_keys for step in self.steps)
-
-    compiles_whole = False  # as StepContext
-
-    def attend(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               scale: float) -> torch.Tensor:
-        outputs = []
-        for step, start, end in zip(self.steps, self.bounds[:-1], self.bounds[1:], strict=True):
-            part = slice(start, end)
-            outputs.append(step.attend(layer, query[:, :, part].contiguous(), key[:, :, part].contiguous(),
-                                       value[:, :, part], scale))
-        return torch.cat(outputs, dim=1)
+def eager(query, key, value, prefix: int, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+    """Plain matmul-softmax with an explicit mask, for debugging."""
+    groups = query.shape[1] // key.shape[1]
+    full = full_mask(query.shape[2], prefix, key.shape[2] - prefix, mask, query.device)
+    key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    scores = torch.matmul(query, key.transpose(2, 3)) * scale  # [B, H, Tq, S]
+    scores = scores.masked_fill(~full, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    return torch.matmul(weights, value).transpose(1, 2)
 
 
-def causal_end_mask(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:
-    """[Tq, S] bool: query i sees keys up to `S - Tq + i` (causal, aligned to the last key)."""
-    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(num_keys - num_queries)
+def flash_attention_2(query, key, value, prefix: int, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+    """FlashAttention 2 on CUDA, whose causal mask is aligned to the last key: exactly the `mask=None` case;
+    an explicit mask, or the CPU, goes to `sdpa`."""
+    if mask is not None or not query.is_cuda:
+        return sdpa(query, key, value, prefix, mask, scale)
+    from flash_attn import flash_attn_func
+
+    return flash_attn_func(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scale,
+                           causal=True)
 
 
-def window_mask(scheme: str, ratio: int, rows_before: int, num_rows: int, device: torch.device) -> torch.Tensor | None:
-    """[num_rows, rows_before + num_rows] bool: which rows of the current window each new row sees.
-
-    Window row t is a memory token when `(t + 1) % (ratio + 1) == 0`. `full-coverage`
-    is plain causal (None: no mask needed). Under `step-expansion` and `segmentation` a
-    raw row sees the raw rows before it and no memory row of its window; memory token
-    j sees itself and the raw rows before it (`step-expansion`) or only its own `ratio`
-    raw rows (`segmentation`).
-    """
-    if scheme == "full-coverage":
-        return None
-    keys = torch.arange(rows_before + num_rows, device=device)  # [S]
-    return _window_visibility(scheme, ratio, keys, rows_before, num_rows)
+# `MemoryConfig.attn_implementation` -> the kernel a window's rows attend with
+KERNELS: dict[str, Kernel] = {"sdpa": sdpa, "eager": eager, "flash_attention_2": flash_attention_2}
 
 
-def bucket_bias(scheme: str, ratio: int, prefix: int, rows_before: int, num_rows: int, capacity: int,
-                device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """[num_rows, capacity] additive bias (0: seen, -inf: not) over a whole cache buffer, for a
-    decoding step's new rows.
-
-    Rows `[:prefix]` (memory entries) are seen by every row; the window's rows as `window_mask`
-    says; rows past the new ones (not yet written, or left over from a compacted window) by
-    none. Only scalars change from token to token, never a shape.
-    """
-    hidden = torch.full((num_rows, capacity), float("-inf"), dtype=dtype, device=device)  # [T, C]
-    if scheme == "full-coverage":  # row t sees buffer rows 0 .. prefix + rows_before + t
-        return hidden.triu_(prefix + rows_before + 1)
-    keys = torch.arange(capacity, device=device) - prefix  # [C] window row of each buffer row (< 0: entry)
-    seen = (keys < 0)[None, :] | _window_visibility(scheme, ratio, keys, rows_before, num_rows)  # [T, C]
-    return hidden.masked_fill_(seen, 0.0)
-
-
-def _window_visibility(scheme: str, ratio: int, keys: torch.Tensor, rows_before: int, num_rows: int) -> torch.Tensor:
-    """[T, S] bool: window rows `keys` [S] (negative ones: not in the window) seen by the new rows
-    `rows_before .. rows_before + T - 1`."""
-    queries = torch.arange(rows_before, rows_before + num_rows, device=keys.device)[:, None]  # [T, 1]
-    causal = (keys[None, :] >= 0) & (keys[None, :] <= queries)  # [T, S]
-    if scheme == "full-coverage":
-        return causal
-    key_is_memory = (keys + 1) % (ratio + 1) == 0  # [S]
-    query_is_memory = (queries + 1) % (ratio + 1) == 0  # [T, 1]
-    causal_raw = causal & ~key_is_memory[None, :]  # [T, S]
-    if scheme == "segmentation":
-        group = keys // (ratio + 1)  # the memory token each raw row belongs to
-        causal_raw = causal_raw & (~query_is_memory | (group[None, :] == queries // (ratio + 1)))
-    return causal_raw | (keys[None, :] == queries)
+def attend_buffers(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor, scale: float,
+                   grouped: bool) -> torch.Tensor:
+    """A decoding step's kernel: `query` [B, H, Tq, d] over whole cache buffers `key`/`value` [B, H_kv, C, d]
+    with the additive `bias` [Tq, C] (`bucket_bias`), or [B, Tq, C] (each sequence its own). Every shape
+    depends on the capacity C, not on the length, so kernels (and a CUDA backend's execution plans) are
+    reused token after token. `grouped` (fewer key/value heads than query heads) is given as a constant:
+    compared inside a graph compiled with dynamic shapes, the head counts give a SymBool SDPA refuses.
+    Returns [B, Tq, H, d]."""
+    if query.device.type == "cpu":
+        return folded_attention(query, key, value, scale, bias)
+    if bias.dim() == 3:
+        bias = bias[:, None]  # [B, 1, Tq, C]: every head of a sequence
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=scale, enable_gqa=grouped)
+    return out.transpose(1, 2)
 
 
-def _full_mask(num_queries: int, prefix: int, tail: int, mask: torch.Tensor | None, device) -> torch.Tensor:
-    """[Tq, prefix + tail] bool: every prefix key, then `mask` (None: causal aligned to the last key)."""
-    if mask is None:
-        return _causal_full_mask(num_queries, prefix, tail, torch.device(device))
-    if prefix == 0:
-        return mask
-    return torch.cat([torch.ones(num_queries, prefix, dtype=torch.bool, device=device), mask], dim=1)
+def folded_attention(query, key, value, scale: float, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """A few query rows per sequence (decoding) as a plain matmul-softmax, grouped heads folded into the
+    rows so grouped keys are never repeated; `bias` [Tq, S] or [B, Tq, S] added to the scores (None: every
+    key seen). [B, Tq, H, d]."""
+    batch, heads, num_queries, dim = query.shape
+    kv_heads = key.shape[1]
+    folded = query.reshape(batch, kv_heads, heads // kv_heads * num_queries, dim)  # [B, H_kv, g * Tq, d]
+    scores = torch.matmul(folded, key.transpose(2, 3)).float() * scale  # [B, H_kv, g * Tq, S]
+    if bias is not None:  # row g_i * Tq + t of the folded rows takes bias[t] (bias[b, t]: each sequence its own)
+        bias = bias[:, None, None] if bias.dim() == 3 else bias  # [B, 1, 1, Tq, S]
+        scores = (scores.view(batch, kv_heads, heads // kv_heads, num_queries, -1) + bias).view(scores.shape)
+    weights = torch.softmax(scores, dim=-1).to(value.dtype)
+    out = torch.matmul(weights, value).reshape(batch, heads, num_queries, dim)  # [B, H, Tq, d]
+    return out.transpose(1, 2)
 
 
-@lru_cache(maxsize=2)
-def _causal_full_mask(num_queries: int, prefix: int, tail: int, device: torch.device) -> torch.Tensor:
-    """`_full_mask` without a window mask, built by a step's first layer and reused by the others (and
-    by the next step of the same shape); shared, so never written into; built outside inference mode
-    so a step that autograd records may use it too."""
-    with torch.inference_mode(False), torch.no_grad():
-        tail_mask = causal_end_mask(num_queries, tail, device)  # [Tq, tail]
-        if prefix == 0:
-            return tail_mask
-        return torch.cat([torch.ones(num_queries, prefix, dtype=torch.bool, device=device), tail_mask], dim=1)
-
-
-def _cpu_flash(query, key, value, causal: bool, mask: torch.Tensor | None, scale: float):
-    """PyTorch's fused CPU attention, returning the output and its log-sum-exp."""
-    float_mask = None
-    if mask is not None:
-        float_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
-        float_mask.masked_fill_(~mask, float("-inf"))
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, 0.0, causal, attn_mask=float_mask, scale=scale
-    )
-
-
-def _split_attention(query, key, value, prefix: int, mask, scale: float) -> torch.Tensor:
-    """Prefix keys unmasked + tail keys causal/masked, merged by log-sum-exp (CPU inference).
-
-    The prefix (the memory, often most of the keys) needs no mask, and its query
-    groups are folded into the query rows so grouped keys are never repeated.
-    """
+def split_attention(query, key, value, prefix: int, mask, scale: float) -> torch.Tensor:
+    """Prefix keys unmasked + tail keys causal/masked, merged by log-sum-exp (CPU inference). The prefix
+    (the memory, often most of the keys) needs no mask, and its query groups are folded into the query
+    rows so grouped keys are never repeated. [B, Tq, H, d]."""
     batch, heads, num_queries, dim = query.shape
     kv_heads = key.shape[1]
     groups = heads // kv_heads
@@ -259,113 +158,212 @@ def _split_attention(query, key, value, prefix: int, mask, scale: float) -> torc
     return (out_prefix * weight_prefix + out_tail * weight_tail).transpose(1, 2)
 
 
-def _folded_attention(query, key, value, scale: float, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """A few query rows per sequence (decoding) as a plain matmul-softmax, grouped heads folded into
-    the rows so grouped keys are never repeated; `bias` [Tq, S] added to the scores (None: every key
-    seen). [B, Tq, H, d].
-
-    On CPU this is 10-20x faster than SDPA's bf16 kernel for a single query row.
-    """
-    batch, heads, num_queries, dim = query.shape
-    kv_heads = key.shape[1]
-    groups = heads // kv_heads
-    folded = query.reshape(batch, kv_heads, groups * num_queries, dim)  # [B, H_kv, g * Tq, d]
-    scores = torch.matmul(folded, key.transpose(2, 3)).float() * scale  # [B, H_kv, g * Tq, S]
-    if bias is not None:  # row g_i * Tq + t of the folded rows takes bias[t] (bias[b, t]: each sequence its own)
-        bias = bias[:, None, None] if bias.dim() == 3 else bias  # [B, 1, 1, Tq, S]
-        scores = (scores.view(batch, kv_heads, groups, num_queries, -1) + bias).view(scores.shape)
-    weights = torch.softmax(scores, dim=-1).to(value.dtype)
-    out = torch.matmul(weights, value).reshape(batch, heads, num_queries, dim)  # [B, H, Tq, d]
-    return out.transpose(1, 2)
-
-
-def attend_bucket(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor,
-                  scale: float, grouped: bool) -> torch.Tensor:
-    """A decoding step's dispatch: `query` [B, H, Tq, d] over whole cache buffers `key`/`value`
-    [B, H_kv, C, d] with the additive `bias` [Tq, C] (`bucket_bias`), or [B, Tq, C] (each sequence its
-    own). Every shape depends on the capacity C, not on the length, so kernels (and a CUDA backend's
-    execution plans) are reused token after token. CPU: the folded matmul-softmax; elsewhere one SDPA call with the bias as its mask. `grouped`:
-    fewer key/value heads than query heads, given as a constant (compared here under torch.compile with
-    dynamic shapes, the head counts give a SymBool that SDPA refuses). Returns [B, Tq, H, d]."""
-    if query.device.type == "cpu":
-        return _folded_attention(query, key, value, scale, bias)
-    if bias.dim() == 3:
-        bias = bias[:, None]  # [B, 1, Tq, C]: every head of a sequence
-    out = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=scale, enable_gqa=grouped)
-    return out.transpose(1, 2)
-
-
-def attend(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    prefix: int,
-    mask: torch.Tensor | None,
-    implementation: str,
-    scale: float,
-) -> torch.Tensor:
-    """The one kernel dispatch point: `query` [B, H, Tq, d] over `key`/`value` [B, H_kv, S, d].
-
-    Keys `[:prefix]` are visible to every query; `mask` covers the rest (None: causal
-    aligned to the last key). Returns [B, Tq, H, d].
-    - `flash_attention_2` (CUDA): its causal mask is aligned to the last key, which is
-      exactly the `mask=None` case; an explicit mask goes to SDPA.
-    - `sdpa`: on CPU, a single query row (decoding) is a plain folded matmul-softmax;
-      on CPU without autograd, a prefix is attended unmasked and merged with
-      the tail by log-sum-exp (`_split_attention`); otherwise one SDPA call with
-      `is_causal` when the keys are exactly the queries' own rows, else a boolean mask.
-      On CUDA the causal mask aligned to the last key (`mask=None`: a window after its
-      memory, in memorizing and training) is torch's `causal_lower_right`, which SDPA
-      runs as flash attention's own causal mask (fp16/bf16; fp32 takes the
-      memory-efficient kernel, or the boolean mask with grouped heads): no mask tensor,
-      and on an H200 both a training step and memorizing ran faster than with the
-      boolean mask's cuDNN kernel (benchmarks/results/profile-h200-2026-11-26/).
-    - `eager`: plain matmul-softmax with an explicit mask, for debugging.
-    """
-    num_queries, num_keys = query.shape[2], key.shape[2]
-    tail = num_keys - prefix
-    groups = query.shape[1] // key.shape[1]
-    if implementation == "flash_attention_2" and mask is None and query.is_cuda:
-        from flash_attn import flash_attn_func
-
-        return flash_attn_func(
-            query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scale, causal=True
-        )
-    if implementation == "eager":
-        full = _full_mask(num_queries, prefix, tail, mask, query.device)
-        key = key.repeat_interleave(groups, dim=1)
-        value = value.repeat_interleave(groups, dim=1)
-        scores = torch.matmul(query, key.transpose(2, 3)) * scale  # [B, H, Tq, S]
-        scores = scores.masked_fill(~full, torch.finfo(scores.dtype).min)
-        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-        return torch.matmul(weights, value).transpose(1, 2)
-    if num_queries == 1 and mask is None and query.device.type == "cpu":
-        return _folded_attention(query, key, value, scale)
-    needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
-    if prefix > 0 and num_queries > 1 and query.device.type == "cpu" and not needs_grad:
-        return _split_attention(query, key, value, prefix, mask, scale)
-    is_causal = mask is None and num_queries == num_keys
-    full = None
-    if mask is None and 1 < num_queries < num_keys and query.is_cuda:
-        full = causal_lower_right(num_queries, num_keys)  # the same mask, as flash attention's own causal
-    elif not is_causal and not (mask is None and num_queries == 1):
-        full = _full_mask(num_queries, prefix, tail, mask, query.device)
-    out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=full, is_causal=is_causal, scale=scale, enable_gqa=groups > 1
+def _cpu_flash(query, key, value, causal: bool, mask: torch.Tensor | None, scale: float):
+    """PyTorch's fused CPU attention, returning the output and its log-sum-exp."""
+    float_mask = None
+    if mask is not None:
+        float_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
+        float_mask.masked_fill_(~mask, float("-inf"))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, 0.0, causal, attn_mask=float_mask, scale=scale
     )
-    return out.transpose(1, 2)
 
 
-@torch.compiler.disable
-def attend_eager(context: StepContext | PackedStep, attention: MemoryAttention, query: torch.Tensor,
-                 key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """`context.attend` for a window's rows, never compiled: the cache write and the number of keys change
-    from window to window, so compiled layers (memory/compiled_windows.py) break their graph here and
-    run it eager. The layer's index is read here, not in the compiled code, so that one graph serves
-    every layer; the output is made contiguous, so the graph after it sees one layout. [B, T, H, d]."""
-    return context.attend(attention.layer_idx, query, key, value, attention.scaling).contiguous()
+# -- the step contexts ----------------------------------------------------------------------------
+class StepContext(Protocol):
+    """What every layer of one step is given: which rows are memory tokens, the dtype of the cache, whether
+    the cache holds rotated keys, and where the keys go and what they attend over."""
+
+    rows: RowSplit | None  # which rows are memory tokens (None: all raw)
+    dtype: torch.dtype | None  # the cache's dtype (the base model's), so all rows agree
+    rotated_keys: bool
+
+    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor) -> torch.Tensor:
+        """Write the step's `key`/`value` [B, H_kv, T, d] for `attention`'s layer and attend `query`
+        [B, H, T, d] over them; [B, T, H, d]."""
+        ...
 
 
+@dataclass
+class WindowStep:
+    """A piece of a window: keys are `[prefix | tail]`, the first `prefix` (memory entries) seen by every
+    row, `mask` [T, tail] (True: may attend) saying which tail keys (the current window's rows) each row
+    sees, None for causal aligned to the last key (the step's own rows come last)."""
+
+    cache: MemoryCache
+    prefix: int
+    rows: RowSplit | None = None
+    mask: torch.Tensor | None = None
+    implementation: str = "sdpa"
+    dtype: torch.dtype | None = None
+
+    @property
+    def rotated_keys(self) -> bool:
+        return self.cache.rotated_keys
+
+    # Never compiled: the cache write and the number of keys change from window to window, so compiled
+    # layers (memory/compiled.py) break their graph here. The layer's index is read here, not in the
+    # compiled code, so that one graph serves every layer; the output leaves contiguous, one layout.
+    @torch.compiler.disable
+    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor) -> torch.Tensor:
+        keys, values = self.cache.write(attention.layer_idx, key, value)  # [B, H_kv, S, d]
+        keys = self.cache.read_keys(keys)
+        kernel = KERNELS[self.implementation]
+        return kernel(query, keys, values, self.prefix, self.mask, attention.scaling).contiguous()
+
+
+@dataclass
+class BufferStep:
+    """A decoding step: every field a tensor or a constant of the model, so that it compiles whole."""
+
+    keys: list[torch.Tensor]  # per layer [B, H_kv, C, d], written in place
+    values: list[torch.Tensor]
+    write_rows: torch.Tensor  # [T] the buffer rows of the step's rows; [B, T] each sequence its own
+    bias: torch.Tensor  # [T, C] 0 where a row may attend, -inf elsewhere; [B, T, C] each sequence its own
+    rows: RowSplit | None  # which of the T rows is the memory token (None: one raw row)
+    dtype: torch.dtype
+    grouped: bool  # fewer key/value heads than query heads (see `attend_buffers`)
+
+    rotated_keys = True  # buffers hold keys rotated to their positions
+
+    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor) -> torch.Tensor:
+        keys, values, write_rows = self.keys[attention.layer_idx], self.values[attention.layer_idx], self.write_rows
+        if write_rows.dim() == 1:
+            keys.index_copy_(2, write_rows, key)
+            values.index_copy_(2, write_rows, value)
+        else:  # each sequence writes its own rows
+            rows = write_rows[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # [B, H_kv, T, d]
+            keys.scatter_(2, rows, key)
+            values.scatter_(2, rows, value)
+        return attend_buffers(query, keys, values, self.bias, attention.scaling, self.grouped)
+
+
+@dataclass
+class PackedStep:
+    """Several sequences' steps packed into one row axis (batch 1). Sequence `i` owns rows
+    `bounds[i]:bounds[i + 1]` and its own context: everything row-wise (norms, projections, MLP) runs once
+    over all rows, attention per sequence exactly as it would alone. `rows` marks the memory tokens among
+    all packed rows (None: all raw)."""
+
+    steps: list[WindowStep | BufferStep]
+    bounds: list[int]
+    rows: RowSplit | None = None
+    dtype: torch.dtype | None = None
+
+    @property
+    def rotated_keys(self) -> bool:
+        return all(step.rotated_keys for step in self.steps)
+
+    @torch.compiler.disable  # as `WindowStep.attend`
+    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor) -> torch.Tensor:
+        outputs = []
+        for step, start, end in zip(self.steps, self.bounds[:-1], self.bounds[1:], strict=True):
+            part = slice(start, end)
+            outputs.append(step.attend(attention, query[:, :, part].contiguous(), key[:, :, part].contiguous(),
+                                       value[:, :, part]))
+        return torch.cat(outputs, dim=1)
+
+
+@dataclass
+class PieceRows:
+    """A step's rows as the layers take them: raw rows with the piece's memory tokens inserted."""
+
+    hidden: torch.Tensor  # [B, T, D] input states, raw and memory rows in sequence order
+    positions: torch.Tensor  # [1, T]
+    rows: RowSplit | None  # which rows are memory tokens (None: all raw)
+    context: WindowStep | BufferStep
+
+    @property
+    def num_rows(self) -> int:
+        return self.hidden.shape[1]
+
+    @property
+    def num_memory(self) -> int:
+        return 0 if self.rows is None else int(self.rows.memory.numel())
+
+    def raw(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The raw rows [B, n, ...] of this piece's rows [B, T, ...]."""
+        return self.rows.split(hidden)[0] if self.rows is not None else hidden
+
+
+@dataclass
+class PackedRows:
+    """Several sequences' step rows packed along one row axis (batch 1), ready for the layers.
+
+    Sequences that continue one memory differ in length, so each reaches its memory-token rows
+    and its window's end at its own step, at its own positions: instead of padding them to one
+    shape, their rows are packed, each layer runs once over all rows, and attention runs per
+    sequence over its own cache (`PackedStep`). With `exact` (`linears`), every plain linear layer
+    rounds each sequence's rows as alone (memory/linear.py): a reply decoded in a batch then equals
+    the one decoded alone token for token. Without it, each matrix product is shared by all rows
+    (faster where the per-sequence products are slow), and a reply can differ where two tokens
+    (nearly) tie."""
+
+    parts: list[PieceRows]
+    bounds: list[int]  # sequence i owns packed rows bounds[i]:bounds[i + 1]
+    hidden: torch.Tensor  # [1, sum T_i, D]
+    positions: torch.Tensor  # [1, sum T_i]
+    position_embeddings: tuple[torch.Tensor, torch.Tensor]  # cos, sin [1, sum T_i, d]
+    context: PackedStep
+
+    @classmethod
+    def of(cls, parts: list[PieceRows], rotary: nn.Module, dtype: torch.dtype) -> PackedRows:
+        bounds, raw_rows, memory_rows = [0], [], []
+        for part in parts:
+            start, count = bounds[-1], part.num_rows
+            if part.rows is None:
+                raw_rows.extend(range(start, start + count))
+            else:
+                raw_rows.extend(start + row for row in part.rows.raw_rows)
+                memory_rows.extend(start + row for row in part.rows.memory_rows)
+            bounds.append(start + count)
+        device = parts[0].hidden.device
+        hidden = torch.cat([part.hidden for part in parts], dim=1)  # [1, sum T_i, D]
+        positions = torch.cat([part.positions for part in parts], dim=1)  # [1, sum T_i]
+        # each sequence's rotary embedding computed as it would be alone, then packed
+        embeddings = [rotary(part.hidden, part.positions) for part in parts]
+        cos = torch.cat([pair[0] for pair in embeddings], dim=1)
+        sin = torch.cat([pair[1] for pair in embeddings], dim=1)
+        rows = RowSplit.of(raw_rows, memory_rows, device=device) if memory_rows else None
+        context = PackedStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
+        return cls(parts, bounds, hidden, positions, (cos, sin), context)
+
+    def linears(self, exact: bool) -> AbstractContextManager:
+        """Where the packed rows run through the layers: with `exact`, each plain linear layer per sequence."""
+        if not exact:
+            return nullcontext()
+        splits = {self.bounds[-1]: self.bounds}  # all rows; the raw rows and the memory rows when projected apart
+        if self.context.rows is not None:
+            splits = _add_split(splits, _bounds([part.num_rows - part.num_memory for part in self.parts]))
+            splits = _add_split(splits, _bounds([part.num_memory for part in self.parts]))
+        return sequences_alone(splits)
+
+    def unpack(self, out: torch.Tensor) -> list[torch.Tensor]:
+        """The layers' output over the packed rows -> each sequence's raw rows [1, n_i, D]."""
+        return [part.raw(out[:, start:end])
+                for part, start, end in zip(self.parts, self.bounds[:-1], self.bounds[1:], strict=True)]
+
+
+def _bounds(counts: list[int]) -> list[int]:
+    bounds = [0]
+    for count in counts:
+        bounds.append(bounds[-1] + count)
+    return bounds
+
+
+def _add_split(splits: dict[int, list[int]], bounds: list[int]) -> dict[int, list[int]]:
+    total = bounds[-1]
+    if total and total in splits and splits[total] != bounds:
+        raise RuntimeError(f"two ways to split {total} packed rows by sequence ({splits[total]} and {bounds}); "
+                           "decode these prompts one by one")
+    return {**splits, total: bounds} if total else splits
+
+
+# -- the module -----------------------------------------------------------------------------------
 def trainable_copy(projection: nn.Module) -> nn.Linear:
     """A trainable copy of a base projection: always a plain `nn.Linear`, biases included.
 
@@ -418,16 +416,12 @@ class MemoryAttention(nn.Module):
         hidden_states: torch.Tensor,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
-        memory_step: StepContext | PackedStep | None = None,
+        memory_step: StepContext | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, None]:
         if memory_step is None:
-            return self.base_layer(
-                hidden_states=hidden_states,
-                position_embeddings=position_embeddings,
-                attention_mask=attention_mask,
-                **kwargs,
-            )
+            return self.base_layer(hidden_states=hidden_states, position_embeddings=position_embeddings,
+                                   attention_mask=attention_mask, **kwargs)
         batch, num_rows, _ = hidden_states.shape
         shape = (batch, num_rows, -1, self.head_dim)
         rows = memory_step.rows
@@ -444,10 +438,6 @@ class MemoryAttention(nn.Module):
         query = apply_rope(query, cos, sin)
         if memory_step.rotated_keys:
             key = apply_rope(key, cos, sin)
-        if memory_step.compiles_whole:  # a decoding step (memory/buffer_step.py)
-            out = memory_step.attend(self.layer_idx, query, key, value, self.scaling)  # [B, T, H, d]
-        else:
-            out = attend_eager(memory_step, self, query, key, value)
-        out = out.reshape(batch, num_rows, -1)
+        out = memory_step.attend(self, query, key, value).reshape(batch, num_rows, -1)  # [B, T, H * d]
         out_parts = rows.split(out) if rows is not None and "o" in self.memory else None
         return self._project("o", out, out_parts, rows), None

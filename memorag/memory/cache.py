@@ -8,7 +8,8 @@ the memory and are re-rotated by their position change, once. Attention reads
 `[:, :, :length]`, a view: nothing is concatenated per step.
 
 Two write modes:
-- in place (inference): buffers grow by doubling and are written in place;
+- in place (inference): buffers are written in place and get their rows as the cache's
+  `Allocation` says: grown by doubling, or allocated once at a fixed capacity;
 - functional (whenever autograd records): every write makes a new tensor, so
   gradients flow from later windows through the memory into earlier windows.
 
@@ -19,12 +20,14 @@ Decoding steps (one raw token, in place) read the whole buffers `[B, H_kv, capac
 instead of the valid rows, with a mask over the rows not yet written (`ensure_capacity`
 grows the buffers before such a step, so the mask and every kernel see one shape from
 token to token until the next doubling). Buffers are zero-filled when allocated so the
-masked rows are finite.
+masked rows are finite. Several prompts' caches can be rows of one `CacheBlock`, allocated
+once, so that one decoding step reads all of them (memory/decoding.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -38,6 +41,23 @@ CAPACITY_BUCKET = 128
 Rotate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+@dataclass(frozen=True)
+class Allocation:
+    """How a cache's buffers get their rows: grown by doubling to a whole number of `CAPACITY_BUCKET`s,
+    with `reserve` more rows at the next growth (a known prompt length); or `fixed`, allocated once (the
+    rows of a `CacheBlock`), where needing more rows is an error."""
+
+    reserve: int = 0
+    fixed: bool = False
+
+    def capacity(self, needed: int, current: int) -> int:
+        """The rows to allocate for `needed` rows when `current` are allocated (0: none yet)."""
+        if self.fixed:
+            raise RuntimeError(f"a cache of a block allocated once needs {needed} rows but holds {current}: "
+                               "allocate the block with more rows")
+        return bucketed(max(needed + self.reserve, 2 * current))
+
+
 class MemoryCache:
     def __init__(
         self,
@@ -48,7 +68,7 @@ class MemoryCache:
         values: list[torch.Tensor] | None = None,
         functional: bool = False,
         rotated_keys: bool = True,
-        reserve: int = 0,
+        allocation: Allocation | None = None,
     ) -> None:
         self.num_layers = num_layers
         self.rotate = rotate
@@ -57,9 +77,8 @@ class MemoryCache:
         self.values: list[torch.Tensor | None] = list(values) if values is not None else [None] * num_layers
         self.functional = functional
         self.rotated_keys = rotated_keys
-        self.reserve = reserve  # extra rows allocated at the next growth (a known prompt length)
+        self.allocation = allocation or Allocation()
         self.positions: torch.Tensor | None = None  # [length], kept only when keys are unrotated
-        self.shared = None  # the SharedBuffers whose rows this cache's buffers are (memory/shared_buffers.py)
 
     @classmethod
     def continuing(cls, keys: list[torch.Tensor], values: list[torch.Tensor], state: ScheduleState, rotate: Rotate,
@@ -76,7 +95,7 @@ class MemoryCache:
             copies_k.append(new_k)
             copies_v.append(new_v)
         return cls(len(keys), rotate, state=state, keys=copies_k, values=copies_v, functional=functional,
-                   reserve=reserve)
+                   allocation=Allocation(reserve))
 
     @property
     def length(self) -> int:
@@ -88,7 +107,7 @@ class MemoryCache:
     # -- writing ----------------------------------------------------------------------
     def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append `[B, H_kv, n, d]` keys/values to `layer`; return the valid rows `[B, H_kv, length, d]`
-        as attention reads them. (A decoding step writes the whole buffers itself: memory/buffer_step.py.)"""
+        as attention reads them. (A decoding step writes the whole buffers itself: `BufferStep`.)"""
         start, n = self.length, keys.shape[2]
         old_k, old_v = self.keys[layer], self.values[layer]
         if self._functional_for(keys) or self._functional_for(values):
@@ -115,7 +134,7 @@ class MemoryCache:
     def _with_capacity(self, buffer: torch.Tensor | None, like: torch.Tensor, needed: int, keep: int) -> torch.Tensor:
         if buffer is not None and buffer.shape[2] >= needed and buffer.shape[:2] == like.shape[:2]:
             return buffer
-        capacity = bucketed(max(needed + self.reserve, 2 * (buffer.shape[2] if buffer is not None else 0)))
+        capacity = self.allocation.capacity(needed, buffer.shape[2] if buffer is not None else 0)
         # zeros, not garbage: a decoding step attends over the whole buffer with a mask, and a masked
         # row must still be finite (0 * NaN would leak into the output)
         grown = like.new_zeros(like.shape[0], like.shape[1], capacity, like.shape[3])
@@ -139,16 +158,17 @@ class MemoryCache:
         """Commit a written piece."""
         self.state = state
 
-    def compact(self, new_state: ScheduleState, memory_rows: torch.Tensor, shift: torch.Tensor) -> None:
-        """Turn the complete window's memory rows into memory entries and drop its raw rows.
+    def compact(self, entries: int, memory_rows: torch.Tensor, shift: torch.Tensor, new_state: ScheduleState) -> None:
+        """Turn the complete window's memory rows into memory entries, drop its raw rows, and stand at
+        `new_state`.
 
-        `memory_rows[j]` [m] is memory token j's row in the window (its position minus the entry
-        count before the window); it becomes entry `entries + j`, its key rotated by `shift[j]`
-        [m] (`j - memory_rows[j]`). Both are the schedule's own tables (memory/window_tables.py),
-        so a window's compaction builds no index on the host; the moved keys of every layer are
-        rotated in one call (the same elementwise products as layer by layer).
+        `entries` is the count of memory entries before the window; `memory_rows[j]` [m] is memory
+        token j's row in the window; it becomes entry `entries + j`, its key rotated by `shift[j]`
+        [m] (`j - memory_rows[j]`). Both are the schedule's own tables (`compaction_rows`), so a
+        window's compaction builds no index on the host; the moved keys of every layer are rotated
+        in one call (the same elementwise products as layer by layer).
         """
-        entries, count = self.state.num_entries, memory_rows.shape[0]
+        count = memory_rows.shape[0]
         source = memory_rows + entries  # [m]
         moved_k = [k.index_select(2, source) for k in self.keys]  # per layer [B, H_kv, m, d]
         moved_v = [v.index_select(2, source) for v in self.values]
@@ -184,3 +204,39 @@ def continuing_capacity(rows: int, reserve: int) -> int:
 def bucketed(rows: int) -> int:
     """`rows` rounded up to a whole number of `CAPACITY_BUCKET`s."""
     return -(-rows // CAPACITY_BUCKET) * CAPACITY_BUCKET
+
+
+@dataclass
+class CacheBlock:
+    """Several prompts' caches as rows of one buffer per layer, `[P, H_kv, C, d]`, allocated once at a
+    capacity C the whole decode fits in: each prompt's `MemoryCache` (its own schedule state) is a view
+    of one row of every layer's buffer, and never grows (`Allocation(fixed=True)`)."""
+
+    keys: list[torch.Tensor]  # per layer [P, H_kv, C, d]
+    values: list[torch.Tensor]
+    caches: list[MemoryCache]
+
+    @property
+    def capacity(self) -> int:
+        return self.keys[0].shape[2]
+
+    @classmethod
+    def allocate(cls, num_prompts: int, shape: tuple[int, int, int], rotate: Rotate, num_layers: int,
+                 dtype: torch.dtype, device: torch.device, state: ScheduleState | None = None,
+                 first: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None) -> CacheBlock:
+        """Zeroed buffers [P, H_kv, C, d] per layer (`shape` = (H_kv, C, d)), every prompt's row starting with
+        `first`'s keys and values (a memory's, [1, H_kv, M, d] per layer, at `state`) where given."""
+        keys, values = [], []
+        for layer in range(num_layers):
+            layer_keys = torch.zeros((num_prompts, *shape), dtype=dtype, device=device)  # zeros: masked rows finite
+            layer_values = torch.zeros((num_prompts, *shape), dtype=dtype, device=device)
+            if first is not None:
+                rows = first[0][layer].shape[2]
+                layer_keys[:, :, :rows] = first[0][layer].to(device)
+                layer_values[:, :, :rows] = first[1][layer].to(device)
+            keys.append(layer_keys)
+            values.append(layer_values)
+        caches = [MemoryCache(num_layers, rotate, state=state, keys=[k[p : p + 1] for k in keys],
+                              values=[v[p : p + 1] for v in values], allocation=Allocation(fixed=True))
+                  for p in range(num_prompts)]
+        return cls(keys, values, caches)

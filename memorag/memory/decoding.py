@@ -5,12 +5,16 @@ streamers, `max_new_tokens`, batches); the memory model computes each step:
 
 - `MemoryKVCache` is the `Cache` that `generate` carries from step to step: one working
   copy of the memory per sequence (a `MemoryCache`), so tokens read during decoding go
-  through the same `MemoryModel.step` as any other: after the memory, and compacted when
-  their window fills, exactly as `memorize` would.
+  through the same step as any other: after the memory, and compacted when their window
+  fills, exactly as `memorize` would.
 - `MemoryDecoder` is the model `generate` calls: its `forward` feeds the tokens that a
   sequence's cache has not read yet (left padding of a batch is skipped, never read) and
-  returns the next-token logits of each sequence's last raw token. Several sequences are
-  fed in one forward by `feed_batch` (memory/batch.py), each exactly as alone.
+  returns the next-token logits of each sequence's last raw token. The prompts are read as
+  window steps; every later round reads one token per sequence as a decoding step. Several
+  sequences are fed in one step (`MemoryCore.feed_batch`), each exactly as alone.
+- With compiled decoding and `exact=False`, several prompts decode as one batch through the
+  compiled step: their caches are rows of one `CacheBlock`, and a round is one `BufferStep`
+  over all of them (`shared_round`).
 
 Beam search and other strategies that reorder or crop the cache are refused.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,13 +34,12 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from memorag.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
 from memorag.stop_tokens import stop_token_ids
 
-from .batch import feed_batch
-from .cache import MemoryCache
-from .shared_buffers import SharedBuffers, stacked_caches
-
-if TYPE_CHECKING:
-    from .model import MemoryModel
-    from .state import Memory
+from .attention import BufferStep
+from .cache import CacheBlock, MemoryCache, bucketed
+from .core import MemoryCore, StepInput, StepKind, plan_steps
+from .schedule import ScheduleState
+from .state import Memory
+from .tables import bucket_bias, raw_then_memory
 
 logger = logging.getLogger(__name__)
 
@@ -50,16 +53,19 @@ class MemoryKVCache(Cache):
 
     `consumed` counts the columns of `generate`'s `input_ids` already read (a batch's left
     padding included, which is skipped, not read); `finished[i]` is set once sequence i
-    read a stop token, after which it reads nothing more.
+    read a stop token, after which it reads nothing more. `block`: the `CacheBlock` whose rows
+    the caches are, when the rounds after the prompts go through the compiled step as one batch.
     """
 
     def __init__(self, caches: list[MemoryCache], ratio_of: list[Callable[[int], int]], stops: Sequence[int],
-                 exact: bool = True):
+                 exact: bool = True, round_kind: StepKind = "decode", block: CacheBlock | None = None):
         super().__init__(layers=[])
-        self.exact = exact  # a batch rounds each sequence as alone (memory/batch.py)
+        self.exact = exact  # a batch rounds each sequence as alone (`PackedRows.linears`)
         self.caches = caches
         self.ratio_of = ratio_of
         self.stops = frozenset(int(token) for token in stops)
+        self.round_kind = round_kind  # the kind of step a round after the prompts runs
+        self.block = block
         self.consumed = 0
         self.finished = [False] * len(caches)
 
@@ -81,6 +87,22 @@ class MemoryKVCache(Cache):
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError("the memory model decodes without beam search (num_beams=1)")
 
+    def unread(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> list[torch.Tensor]:
+        """Each sequence's tokens [1, n_i] of `input_ids` not read yet (none once it read a stop token)."""
+        new = input_ids[:, self.consumed :]
+        keep = attention_mask[:, self.consumed :].bool() if attention_mask is not None else None
+        token_ids = []
+        for row in range(new.shape[0]):
+            ids = new[row] if keep is None else new[row][keep[row]]
+            if self.finished[row]:
+                ids = ids[:0]
+            elif self.consumed and any(int(token) in self.stops for token in ids):
+                self.finished[row] = True  # a stop token ends the sequence: nothing after it is read
+                ids = ids[:0]
+            token_ids.append(ids[None])
+        self.consumed = input_ids.shape[1]
+        return token_ids
+
 
 class MemoryDecoder(nn.Module, GenerationMixin):
     """The memory model as `generate` sees it; holds no weights of its own."""
@@ -89,7 +111,7 @@ class MemoryDecoder(nn.Module, GenerationMixin):
     _is_stateful = False
     _supports_cache_class = True
 
-    def __init__(self, model: MemoryModel):
+    def __init__(self, model: MemoryCore):
         super().__init__()
         self.__dict__["memory_model"] = model  # not a submodule: the weights stay the memory model's
         self.config = model.base_model.config
@@ -126,31 +148,100 @@ class MemoryDecoder(nn.Module, GenerationMixin):
         cache = pop_cache({"cache": cache, "past_key_values": past_key_values})
         if not isinstance(cache, MemoryKVCache):
             raise ValueError("the memory model decodes from a MemoryKVCache; call MemoryModel.generate_ids")
-        new = input_ids[:, cache.consumed :]
-        keep = attention_mask[:, cache.consumed :].bool() if attention_mask is not None else None
-        first = cache.consumed == 0
-        token_ids = []
-        for row in range(new.shape[0]):
-            ids = new[row] if keep is None else new[row][keep[row]]
-            if cache.finished[row]:
-                ids = ids[:0]
-            elif not first and any(int(token) in cache.stops for token in ids):
-                cache.finished[row] = True  # a stop token ends the sequence: nothing after it is read
-                ids = ids[:0]
-            token_ids.append(ids[None])
         model = self.memory_model
-        last = feed_batch(model, token_ids, cache.caches, cache.ratio_of, exact=cache.exact)
-        cache.consumed = input_ids.shape[1]
-        vocab = model.lm_head.out_features
-        logits = torch.zeros(len(last), 1, vocab, device=model.device, dtype=model.base_dtype)
+        prompts = cache.consumed == 0
+        token_ids = cache.unread(input_ids, attention_mask)
+        if cache.block is not None and not prompts:
+            last = shared_round(model, cache.block, token_ids, cache.ratio_of)
+        else:
+            kind = "window" if prompts else cache.round_kind
+            last = model.feed_batch(token_ids, cache.caches, cache.ratio_of, kind, exact=cache.exact)
+        logits = torch.zeros(len(last), 1, model.lm_head.out_features, device=model.device, dtype=model.base_dtype)
         fed = [row for row, hidden in enumerate(last) if hidden is not None]
-        if cache.exact or len(fed) == 1:  # one row at a time, as alone (see memory/batch.py on rounding)
+        if cache.exact or len(fed) == 1:  # one row at a time, as alone (see `PackedRows` on rounding)
             for row, row_logits in zip(fed, model.logits_alone([last[row] for row in fed]), strict=True):
                 logits[row, 0] = row_logits[0].to(logits.dtype)
         elif fed:
             hidden = torch.cat([last[row] for row in fed], dim=0)  # [n, D]
             logits[fed, 0] = model.logits(hidden).to(logits.dtype)
         return CausalLMOutputWithPast(logits=logits, **cache_kwargs(cache))
+
+
+def allocate_block(model: MemoryCore, memory: Memory | None, num_prompts: int, new_tokens: int) -> CacheBlock:
+    """Caches for `num_prompts` prompts continuing `memory` (or from nothing) as rows of one block, with room
+    for `new_tokens` raw tokens each (its prompt and its reply) and the memory tokens among them."""
+    if memory is not None:
+        model.check_memory(memory)
+        state, first = memory.state, (memory.keys, memory.values)
+        kv_heads, head_dim, dtype = memory.keys[0].shape[1], memory.keys[0].shape[3], memory.keys[0].dtype
+    else:
+        config = model.base_model.config
+        state, first = ScheduleState(), None
+        kv_heads = getattr(config, "num_key_value_heads", config.num_attention_heads)
+        head_dim, dtype = model.memory_attentions()[0].head_dim, model.base_dtype
+    # every raw token may bring a memory token (ratio 1), and a round writes two rows past the last one
+    capacity = bucketed(state.cache_length + 2 * new_tokens + 2)
+    return CacheBlock.allocate(num_prompts, (kv_heads, capacity, head_dim), model.rotate, len(model.layers), dtype,
+                               model.device, state, first)
+
+
+def shared_round(model: MemoryCore, block: CacheBlock, token_ids: Sequence[torch.Tensor],
+                 ratio_of: Sequence[Callable[[int], int]]) -> list[torch.Tensor | None]:
+    """One decoding round of the prompts whose caches are `block`'s rows, one compiled step over all of them:
+    each prompt reads its one token (`token_ids[i]` [1, 1], or [1, 0] once finished), with its own positions,
+    buffer rows and bias. Returns each prompt's raw row's last hidden state [1, D], None where it read nothing.
+
+    T, the rows per prompt, is 2 when any prompt brings a memory token this round, else 1. A prompt whose
+    piece has one row fewer (or that reads nothing: it has finished) fills the round with placeholder rows:
+    written past its cache's length (never committed, overwritten by its next real row), each seeing what its
+    raw row sees and itself (so every row's softmax has a key), its output ignored. Row 1, when T is 2, is
+    always projected as a memory row. Every shape is the same round after round (P, T in {1, 2}, C), so the
+    step compiles into two graphs. Each linear layer sees the P prompts' rows together (shared products)."""
+    items: dict[int, StepInput] = {}
+    for index, (ids, cache, ratio) in enumerate(zip(token_ids, block.caches, ratio_of, strict=True)):
+        steps = plan_steps(ids, cache, model.config.window, ratio)
+        if len(steps) > 1 or any(step.piece.num_raw != 1 for step in steps):
+            raise ValueError("a round of the compiled batch reads one token per prompt")
+        if steps:
+            items[index] = steps[0]
+    rows = 2 if any(item.piece.num_memory for item in items.values()) else 1
+    ids, written, biases = zip(*(_round_rows(model, block, cache, items.get(index), rows)
+                                 for index, cache in enumerate(block.caches)), strict=True)
+    device = model.device
+    hidden = model.embed_tokens(torch.stack([torch.as_tensor(token, device=device) for token in ids])[:, None])
+    split = None
+    if rows == 2:
+        split = raw_then_memory(torch.device(device))
+        memory_rows = model.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], 1, -1)
+        hidden = split.merge(hidden, memory_rows)  # [P, 2, D]
+    positions = torch.tensor(written, device=device)  # [P, T]: buffer rows are positions (rotated keys)
+    context = BufferStep(block.keys, block.values, positions, torch.stack(biases), split, model.base_dtype,
+                         model.base_model.config.num_attention_heads != block.keys[0].shape[1])
+    out = model.run_decoding(hidden, positions, context)  # [P, T, D]
+    for item in items.values():
+        model.commit(item)
+    return [out[index : index + 1, 0] if index in items else None for index in range(len(block.caches))]
+
+
+def _round_rows(model: MemoryCore, block: CacheBlock, cache: MemoryCache, item: StepInput | None, rows: int
+                ) -> tuple[Any, list[int], torch.Tensor]:
+    """One prompt's part of a shared round: its token id, its buffer rows [T] and its bias [T, C]."""
+    device, dtype, capacity, length = model.device, model.base_dtype, block.capacity, cache.length
+    if length + 2 > capacity:
+        raise RuntimeError("a cache of the decoding block is full: allocate the block with more rows")
+    own = [length + t for t in range(rows)]
+    if item is None:  # nothing read this round: placeholder rows, each seeing itself alone
+        bias = torch.full((rows, capacity), float("-inf"), dtype=dtype, device=device)
+        bias[torch.arange(rows, device=device), torch.tensor(own, device=device)] = 0
+        return 0, own, bias
+    piece = item.piece
+    bias = bucket_bias(model.config.attention, piece.ratio, piece.num_entries, piece.rows_before, piece.num_rows,
+                       capacity, device, dtype)  # [T_i, C]
+    if piece.num_rows < rows:  # a raw row alone: a placeholder row that sees what it sees, and itself
+        placeholder = bias[:1].clone()
+        placeholder[0, length + 1] = 0
+        bias = torch.cat([bias, placeholder])
+    return item.input_ids[0, 0], own, bias
 
 
 class _TokenStreamer:
@@ -181,50 +272,26 @@ class _TokenStreamer:
 
 
 # Under inference mode a view or an in-place write skips autograd's bookkeeping (version counters, view
-# metadata), which a decoding round of a small model pays thousands of times: on a 2-core AMD EPYC the
-# demo's decoding rounds took about 8% less (benchmarks/results/inference-mode-2026-11-27/). Nothing made
-# here outlives the call: the working caches are dropped, the memory is only read, replies leave as ids.
+# metadata), which a decoding round of a small model pays thousands of times. Nothing made here outlives
+# the call: the working caches are dropped, the memory is only read, replies leave as ids.
 @torch.inference_mode()
-def decode(
-    model: MemoryModel,
-    prompts: Sequence[Sequence[int]],
-    memory: Memory | None,
-    ratios: Sequence[int | None],
-    max_new_tokens: int,
-    do_sample: bool,
-    temperature: float,
-    top_p: float,
-    seed: int | None,
-    on_token: Callable[[int], None] | None,
-    generate_kwargs: dict[str, Any],
-    exact: bool = True,
-) -> list[list[int]]:
+def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory | None, ratios: Sequence[int | None],
+           max_new_tokens: int, do_sample: bool, temperature: float, top_p: float, seed: int | None,
+           on_token: Callable[[int], None] | None, generate_kwargs: dict[str, Any], exact: bool = True
+           ) -> list[list[int]]:
     """Token ids generated after `memory` (unchanged) and each prompt (its memory's ratio, or
     `ratios[i]` without a memory), by `generate`; each list ends before the first stop token
     (`memorag.stop_tokens`)."""
-    for key, allowed in _UNSUPPORTED.items():
-        if key in generate_kwargs and generate_kwargs[key] != allowed:
-            raise ValueError(f"{key}={generate_kwargs[key]!r} is not supported by the memory model's decoding "
-                             f"(it needs a cache that can be reordered or replaced); leave {key} out")
-    if on_token is not None and len(prompts) > 1:
-        raise ValueError("on_token streams one sequence; decode the prompts one by one, or pass a streamer")
+    _check_options(generate_kwargs, on_token, len(prompts))
     if len(prompts) > 1 and model.decoding_compiled and exact:
-        # the compiled batch shares matrix products among the prompts (memory/shared_buffers.py); an exact batch's
-        # replies equal one-by-one decoding, so its prompts go through the compiled step one after another
+        # the compiled batch shares matrix products among the prompts; an exact batch's replies equal
+        # one-by-one decoding, so its prompts go through the compiled step one after another
         logger.info("decoding %d prompts one after another through the compiled decoding step", len(prompts))
         return [decode(model, [ids], memory, [ratio], max_new_tokens, do_sample, temperature, top_p, seed, None,
                        dict(generate_kwargs))[0] for ids, ratio in zip(prompts, ratios, strict=True)]
     stops = stop_token_ids(model.tokenizer, model.base_model)
-    if len(prompts) > 1 and model.decoding_compiled:  # one batch through the compiled step
-        longest = max(len(ids) for ids in prompts) + max_new_tokens
-        caches = SharedBuffers.allocate(model, memory, len(prompts), longest).caches
-    else:  # each the cache it has alone; rows of one buffer per layer where their capacities agree
-        reserves = [len(ids) + max_new_tokens for ids in prompts]
-        caches = stacked_caches(model, memory, reserves) or [model.new_cache(memory, reserve=reserve)
-                                                             for reserve in reserves]
-    cache = MemoryKVCache(caches, [model.ratio_function(ratio) for ratio in ratios], stops, exact=exact)
-    width = max(len(ids) for ids in prompts)
-    pad = stops[0] if stops else 0
+    cache = _decoding_cache(model, prompts, memory, ratios, max_new_tokens, stops, exact)
+    width, pad = max(len(ids) for ids in prompts), stops[0] if stops else 0
     input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts], dtype=torch.long,
                              device=model.device)
     attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], dtype=torch.long,
@@ -234,25 +301,51 @@ def decode(
                               temperature=temperature if sampling else None, top_p=top_p if sampling else None,
                               eos_token_id=stops or None, pad_token_id=pad)
     streamer = _TokenStreamer(on_token, cache.stops, generate_kwargs.pop("streamer", None))
+    with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
+        if seed is not None:
+            torch.manual_seed(seed)
+        output = MemoryDecoder(model).generate(input_ids=input_ids, attention_mask=attention_mask,
+                                               generation_config=config, streamer=streamer, **cache_kwargs(cache),
+                                               **generate_kwargs)
+    return [_until_stop(row, cache.stops) for row in output[:, width:].tolist()]
+
+
+def _check_options(generate_kwargs: dict[str, Any], on_token, num_prompts: int) -> None:
+    for key, allowed in _UNSUPPORTED.items():
+        if key in generate_kwargs and generate_kwargs[key] != allowed:
+            raise ValueError(f"{key}={generate_kwargs[key]!r} is not supported by the memory model's decoding "
+                             f"(it needs a cache that can be reordered or replaced); leave {key} out")
+    if on_token is not None and num_prompts > 1:
+        raise ValueError("on_token streams one sequence; decode the prompts one by one, or pass a streamer")
+
+
+def _decoding_cache(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory | None,
+                    ratios: Sequence[int | None], max_new_tokens: int, stops: list[int], exact: bool) -> MemoryKVCache:
+    """The working caches of a decoding: a block through the compiled step for a batch with shared products,
+    else each the cache it has alone. A round after the prompts is a decoding step over whole buffers, an SDPA
+    kernel; the eager and FlashAttention kernels read a round as a window step over the valid rows."""
+    ratio_of = [model.ratio_function(ratio) for ratio in ratios]
+    round_kind: StepKind = "decode" if model.config.attn_implementation == "sdpa" else "window"
+    if len(prompts) > 1 and model.decoding_compiled:
+        block = allocate_block(model, memory, len(prompts), max(len(ids) for ids in prompts) + max_new_tokens)
+        logger.warning("decoding %d prompts as one batch through the compiled step with shared matrix products "
+                       "(exact=False): a reply can differ from one-by-one decoding where two tokens (nearly) tie",
+                       len(prompts))
+        return MemoryKVCache(block.caches, ratio_of, stops, exact=exact, round_kind=round_kind, block=block)
+    caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
     if len(prompts) > 1 and exact:
         logger.info("decoding %d prompts as one batch over the memory (packed rows, one working copy of the "
                     "memory each, linear layers per prompt: the replies equal one-by-one decoding)", len(prompts))
     elif len(prompts) > 1:
-        logger.warning("decoding %d prompts as one batch with shared matrix products (exact=False%s): a reply can "
-                       "differ from one-by-one decoding where two tokens (nearly) tie", len(prompts),
-                       ", through the compiled step" if model.decoding_compiled else "")
-    decoder = MemoryDecoder(model)
-    with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
-        if seed is not None:
-            torch.manual_seed(seed)
-        output = decoder.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
-                                  streamer=streamer, **cache_kwargs(cache), **generate_kwargs)
-    results = []
-    for row in output[:, width:].tolist():
-        ids = []
-        for token in row:
-            if token in cache.stops:
-                break
-            ids.append(int(token))
-        results.append(ids)
-    return results
+        logger.warning("decoding %d prompts as one batch with shared matrix products (exact=False): a reply can "
+                       "differ from one-by-one decoding where two tokens (nearly) tie", len(prompts))
+    return MemoryKVCache(caches, ratio_of, stops, exact=exact, round_kind=round_kind)
+
+
+def _until_stop(row: list[int], stops: frozenset[int]) -> list[int]:
+    ids = []
+    for token in row:
+        if token in stops:
+            break
+        ids.append(int(token))
+    return ids

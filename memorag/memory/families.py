@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch import nn
-
 
 @dataclass(frozen=True)
 class Family:
@@ -58,15 +56,3 @@ def family_of(config) -> Family:
         )
     return family
 
-
-def get_submodule(root: nn.Module, path: str) -> nn.Module:
-    module = root
-    for part in path.split("."):
-        module = getattr(module, part)
-    return module
-
-
-def set_submodule(root: nn.Module, path: str, value: nn.Module) -> None:
-    parent_path, _, name = path.rpartition(".")
-    parent = get_submodule(root, parent_path) if parent_path else root
-    setattr(parent, name, value)

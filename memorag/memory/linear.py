@@ -1,7 +1,7 @@
 """The memory model's linear layers (docs/memory-model.md, "Linear layers in decoding").
 
 `MemoryLinear` is `nn.Linear` whose few-row products on the CPU give every row a result of
-its own, whatever other rows it is computed with, so that an exact batch (memory/batch.py)
+its own, whatever other rows it is computed with, so that an exact batch (memory/attention.py, `PackedRows`)
 reads each weight once per step and still rounds every sequence as alone:
 
 - **A matrix product's rounding depends on its shape.** `F.linear` over one row takes a

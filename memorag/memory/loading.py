@@ -1,7 +1,7 @@
-"""Loading a `MemoryModel`: a base causal LM and the memory weights of one of three kinds.
+"""Loading a `MemoryCore`: a base causal LM and the memory weights of one of three kinds.
 
 - our own memory weights (`save_memory_weights`, memory/checkpoint.py), found by
-  `memorag.memory.weights.memory_weights_for` (a folder, a hub id, or a name such as
+  `memory_weights_for` there (a folder, a hub id, or a name such as
   "embedded");
 - a released memory-model checkpoint (MemoRAG's and Activation Beacon's `beacon_*`
   settings and tensors, memory/released.py), which carries its own memory weights;
@@ -12,64 +12,41 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .config import MemoryConfig
-    from .model import MemoryModel
+from .checkpoint import load_memory_weights, memory_weights_for, read_memory_weights_config
+from .config import MemoryConfig
+from .core import MemoryCore
+from .released import (
+    is_released_config,
+    load_released_memory_weights,
+    memory_config_from_released,
+    released_settings,
+)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "spiece.model")
 
 
 def load_memory_model(
-    cls: type[MemoryModel],
+    cls: type[MemoryCore],
     base: str | None,
     memory_weights: str | Path | None,
     config: MemoryConfig | None,
     **load_kwargs,
-) -> MemoryModel:
+) -> MemoryCore:
     """`MemoryModel.from_pretrained` (see its docstring): `cls` built over the loaded base, with its memory weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from memorag.cpu_dtype import settle_auto_dtype
     from memorag.embedded import resolve_lm
 
-    from .checkpoint import load_memory_weights, read_memory_weights_config
-    from .released import (
-        is_released_config,
-        load_released_memory_weights,
-        memory_config_from_released,
-        released_settings,
-    )
-    from .weights import memory_weights_for
-
     name = base or "embedded"
     path = resolve_lm(base)
-    base_config = AutoConfig.from_pretrained(path, trust_remote_code=False)
-    released = is_released_config(base_config)
+    released = is_released_config(AutoConfig.from_pretrained(path, trust_remote_code=False))
     if released:
-        if memory_weights is not None and str(memory_weights).strip().lower() != "auto":
-            raise ValueError(
-                f"{name} is a released memory-model checkpoint that carries its own memory weights; "
-                "do not pass memory_weights with it"
-            )
-        trained = memory_config_from_released(released_settings(base_config))
-        if config is not None and config.memory_params != trained.memory_params:
-            raise ValueError(
-                f"config.memory_params={config.memory_params!r} but {name} holds {trained.memory_params!r} "
-                "memory projections; pass config=None to use its own settings"
-            )
-        config = config or trained
+        config = _released_config(name, path, memory_weights, config)
     else:
         memory_weights = memory_weights_for(base, memory_weights)  # a local folder (a hub id downloaded), or None
-    if not released and memory_weights is not None:
-        saved = read_memory_weights_config(memory_weights)
-        if config is not None and config.memory_params != saved.memory_params:
-            raise ValueError(
-                f"config.memory_params={config.memory_params!r} but the memory weights in {memory_weights} "
-                f"hold {saved.memory_params!r} projections; pass config=None to use the saved config"
-            )
-        config = config or saved
+        config = _saved_config(memory_weights, config)
     load_kwargs.setdefault("dtype", "auto")
     load_kwargs.setdefault("trust_remote_code", False)
     tokenizer = _load_tokenizer(path)
@@ -84,6 +61,31 @@ def load_memory_model(
     elif memory_weights is not None:
         load_memory_weights(model, memory_weights)
     return model
+
+
+def _released_config(name: str, path: str, memory_weights, config: MemoryConfig | None) -> MemoryConfig:
+    """The settings of a released checkpoint, or `config` when it has the same memory projections."""
+    from transformers import AutoConfig
+
+    if memory_weights is not None and str(memory_weights).strip().lower() != "auto":
+        raise ValueError(f"{name} is a released memory-model checkpoint that carries its own memory weights; "
+                         "do not pass memory_weights with it")
+    trained = memory_config_from_released(released_settings(AutoConfig.from_pretrained(path, trust_remote_code=False)))
+    if config is not None and config.memory_params != trained.memory_params:
+        raise ValueError(f"config.memory_params={config.memory_params!r} but {name} holds {trained.memory_params!r} "
+                         "memory projections; pass config=None to use its own settings")
+    return config or trained
+
+
+def _saved_config(memory_weights: Path | None, config: MemoryConfig | None) -> MemoryConfig | None:
+    """The settings saved with our memory weights, or `config` when it has the same memory projections."""
+    if memory_weights is None:
+        return config
+    saved = read_memory_weights_config(memory_weights)
+    if config is not None and config.memory_params != saved.memory_params:
+        raise ValueError(f"config.memory_params={config.memory_params!r} but the memory weights in {memory_weights} "
+                         f"hold {saved.memory_params!r} projections; pass config=None to use the saved config")
+    return config or saved
 
 
 def _load_tokenizer(path: str):

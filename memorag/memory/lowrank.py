@@ -20,21 +20,19 @@ the released format).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
+from .core import MemoryCore
 from .linear import MemoryLinear, use_memory_linears
-
-if TYPE_CHECKING:
-    from .model import MemoryModel
 
 ADAPTER = "default"
 FULL = {"kind": "full"}
 
 
-def _lora_layers(model: MemoryModel) -> list[tuple[nn.ModuleDict, str, nn.Module]]:
+def _lora_layers(model: MemoryCore) -> list[tuple[nn.ModuleDict, str, nn.Module]]:
     try:
         from peft.tuners.lora import LoraLayer
     except ImportError:  # without peft no memory projection can be low-rank
@@ -44,7 +42,7 @@ def _lora_layers(model: MemoryModel) -> list[tuple[nn.ModuleDict, str, nn.Module
             for short, module in attention.memory.items() if isinstance(module, LoraLayer)]
 
 
-def describe_projections(model: MemoryModel) -> dict[str, Any]:
+def describe_projections(model: MemoryCore) -> dict[str, Any]:
     """`{"kind": "full"}` or `{"kind": "lowrank", "rank", "alpha", "targets", "library"}`: what the weights are."""
     layers = _lora_layers(model)
     if not layers:
@@ -55,7 +53,7 @@ def describe_projections(model: MemoryModel) -> dict[str, Any]:
             "targets": targets, "library": "peft"}
 
 
-def apply_lowrank(model: MemoryModel, rank: int, alpha: float | None = None) -> MemoryModel:
+def apply_lowrank(model: MemoryCore, rank: int, alpha: float | None = None) -> MemoryCore:
     """Train the memory projections as frozen copies of the base plus LoRA of `rank` (scale alpha / rank).
 
     `alpha` defaults to `rank` (scale 1). Refused on a model whose memory projections
@@ -98,7 +96,7 @@ def _freeze_as_buffers(layer: nn.Module) -> None:
         layer.register_buffer(name, param.detach().requires_grad_(False))
 
 
-def match_projections(model: MemoryModel, saved: dict[str, Any] | None, where: str = "the memory weights") -> None:
+def match_projections(model: MemoryCore, saved: dict[str, Any] | None, where: str = "the memory weights") -> None:
     """Give `model` the projections `saved` describes (a `describe_projections` record; None = full)."""
     saved = saved or dict(FULL)
     mine = describe_projections(model)
@@ -115,7 +113,7 @@ def match_projections(model: MemoryModel, saved: dict[str, Any] | None, where: s
 
 
 @torch.no_grad()
-def merge_lowrank(model: MemoryModel) -> MemoryModel:
+def merge_lowrank(model: MemoryCore) -> MemoryCore:
     """Fold every LoRA update into a full copy (`copy + B A * scale`): full projections again."""
     for memory, short, layer in _lora_layers(model):
         base = layer.base_layer

@@ -1,10 +1,10 @@
 """One context being memorized, from its text to its `Memory`: what `MemoryModel.memorize` and
 `MemoryModel.memorize_batch` share (docs/memory-model.md, "Memorizing").
 
-`Reading.start` lays the context out (memory/chat.py), chooses its ratio (or takes the memory's it
-continues), checks the reach and opens a working cache sized for it; the caller then feeds its ids
-window by window (alone, or packed with other contexts' pieces by memory/batch.py's `feed_batch`);
-`Reading.memory` exports the cache as the `Memory`.
+`Reading.start` lays the context out (memorag/chat_layout.py), chooses its ratio (or takes the
+memory's it continues), checks the reach and opens a working cache sized for it; the caller then
+feeds its ids window by window (alone, or packed with other contexts' pieces by
+`MemoryCore.feed_batch`); `Reading.memory` exports the cache as the `Memory`.
 """
 
 from __future__ import annotations
@@ -12,18 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-from .cache import MemoryCache
-from .chat import context_ids
-from .ratios import RatioOf, too_long
-from .schedule import positions_needed
-from .state import Memory
+from memorag.chat_layout import context_ids
 
-if TYPE_CHECKING:
-    from .model import MemoryModel
+from .cache import MemoryCache
+from .core import MemoryCore
+from .schedule import RatioOf, positions_needed, too_long
+from .state import Memory
 
 
 @dataclass
@@ -39,29 +36,30 @@ class Reading:
     previous: Memory | None  # the memory this context continues (never changed)
 
     @classmethod
-    def start(cls, model: MemoryModel, text_or_token_ids, memory: Memory | None = None) -> Reading:
-        ids, chat = context_ids(model.tokenizer, model.layout, text_or_token_ids, memory)
+    def start(cls, core: MemoryCore, text_or_token_ids, memory: Memory | None = None) -> Reading:
+        ids, chat = context_ids(core.tokenizer, core.layout, text_or_token_ids,
+                                memory.chat if memory is not None else None)
         if not ids:
             raise ValueError("the context is empty; give at least one token")
         total = len(ids) + (memory.num_tokens if memory is not None else 0)
         if memory is None:
-            ratio = model.choose_ratio(total)
+            ratio = core.choose_ratio(total)
         else:
             ratio = memory.ratio
-            model.check_memory(memory)
-        window, smallest = model.config.window, min(model.config.ratios)
+            core.check_memory(memory)
+        window, smallest = core.config.window, min(core.config.ratios)
         reserve = positions_needed(total, window, ratio or smallest)
-        if memory is not None and reserve > model.max_positions:
-            raise too_long(model.config, total, ratio or smallest, model.max_positions, model.name)
-        cache = model.new_cache(memory, reserve=reserve)
-        input_ids = torch.tensor([ids], dtype=torch.long, device=model.device)  # [1, N]
-        return cls(ids, input_ids, chat, ratio, model.ratio_function(ratio), cache, memory)
+        if memory is not None and reserve > core.max_positions:
+            raise too_long(core.config, total, ratio or smallest, core.max_positions, core.name)
+        cache = core.new_cache(memory, reserve=reserve)
+        input_ids = torch.tensor([ids], dtype=torch.long, device=core.device)  # [1, N]
+        return cls(ids, input_ids, chat, ratio, core.ratio_function(ratio), cache, memory)
 
-    def memory(self, model: MemoryModel) -> Memory:
+    def memory(self, core: MemoryCore) -> Memory:
         """The memory of everything read (the cache's keys and values, exactly sized copies)."""
         keys, values = self.cache.export()
         previous = self.previous.content_sha256 if self.previous is not None else ""
-        return Memory(keys=keys, values=values, state=self.cache.state, identity=model.identity(), ratio=self.ratio,
+        return Memory(keys=keys, values=values, state=self.cache.state, identity=core.identity(), ratio=self.ratio,
                       chat=self.chat, content_sha256=chain_hash(previous, self.ids))
 
 

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from .config import MemoryConfig
+from .core import MemoryCore
 from .families import Family
-
-if TYPE_CHECKING:
-    from .model import MemoryModel
 
 PROJECTIONS = ("q", "k", "v", "o")
 # the settings of the released configs that our layout implements, and the values it needs
@@ -116,7 +114,7 @@ def released_tensor_names(family: Family, num_layers: int, memory_params: str) -
     return names
 
 
-def _name_map(model: MemoryModel) -> dict[str, str]:
+def _name_map(model: MemoryCore) -> dict[str, str]:
     """Every memory parameter of `model` (biases too) -> its released tensor name."""
     names = released_tensor_names(model.family, len(model.layers), model.config.memory_params)
     for ours in list(model.memory_parameters()):
@@ -152,7 +150,7 @@ def _read_tensors(folder: Path, wanted: set[str]) -> dict[str, torch.Tensor]:
     return found
 
 
-def load_released_memory_weights(model: MemoryModel, folder: str | Path) -> None:
+def load_released_memory_weights(model: MemoryCore, folder: str | Path) -> None:
     """Copy the `beacon_*` tensors of a released checkpoint folder into `model`'s memory parameters."""
     folder = Path(folder)
     names = _name_map(model)
@@ -213,7 +211,7 @@ def released_config_entries(config: MemoryConfig) -> dict[str, Any]:
     }
 
 
-def export_released(model: MemoryModel, directory: str | Path) -> Path:
+def export_released(model: MemoryCore, directory: str | Path) -> Path:
     """Write `model` (base and memory weights) as a released-format checkpoint folder.
 
     The folder is a plain transformers model folder (config, safetensors weights,

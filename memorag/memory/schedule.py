@@ -1,6 +1,8 @@
 """Pure window / ratio / position arithmetic of the memory model (docs/memory-model.md).
 
-Nothing here touches a module or a tensor.
+Nothing here touches a module or a tensor. The last part applies the arithmetic to a model's
+positions and settings: which ratio a context is read at, and the error that refuses a context
+beyond the reach.
 
 The layout ("interleave", the one the released memory models were trained with): a
 window holds `window` raw tokens, and one memory token is inserted right after every
@@ -20,8 +22,11 @@ memory token `j` becomes memory entry `num_entries + j` (its position moves once
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+from .config import MemoryConfig
 
 # The layout this module computes; recorded in memory weights and memories so that weights
 # trained under one layout are never read under another.
@@ -173,3 +178,58 @@ def smallest_fitting_ratio(num_tokens: int, max_positions: int, window: int, can
         if window % ratio == 0 and positions_needed(num_tokens, window, ratio) <= max_positions:
             return ratio
     return None
+
+STANDARD_RATIOS = (2, 4, 8, 16, 32, 64, 128)
+
+RatioOf = Callable[[int], int]  # window index -> that window's ratio
+
+
+class ContextTooLongError(ValueError):
+    """The context does not fit in the model's positions at the chosen ratio."""
+
+
+def choose_ratio(config: MemoryConfig, num_tokens: int, max_positions: int, name: str) -> int | None:
+    """The fixed ratio for a context of `num_tokens`, checking the reach; None for step-random."""
+    window = config.window
+    if config.ratio_mix == "step-random":
+        worst = min(config.ratios)
+        if positions_needed(num_tokens, window, worst) > max_positions:
+            raise too_long(config, num_tokens, worst, max_positions, name)
+        return None
+    if config.ratio_mix == "adaptive":
+        ratio = smallest_fitting_ratio(num_tokens, max_positions, window, config.ratios)
+        if ratio is None:
+            raise too_long(config, num_tokens, max(config.ratios), max_positions, name)
+        return ratio
+    ratio = config.ratios[0]
+    if positions_needed(num_tokens, window, ratio) > max_positions:
+        raise too_long(config, num_tokens, ratio, max_positions, name)
+    return ratio
+
+
+def too_long(config: MemoryConfig, num_tokens: int, ratio: int, max_positions: int, name: str) -> ContextTooLongError:
+    """The error for a context of `num_tokens` beyond the reach at `ratio`, naming the smallest ratio that fits."""
+    window = config.window
+    fits = smallest_fitting_ratio(num_tokens, max_positions, window, STANDARD_RATIOS)
+    if fits is not None:
+        choices = ",".join(str(r) for r in STANDARD_RATIOS if window % r == 0)  # includes `fits`
+        advice = (
+            f"the smallest ratio that fits is {fits}: memorize with `--ratio {fits}` (or "
+            f"`--set 'memory.ratios=[{fits}]'`), or let the "
+            f"length pick the ratio: `--set memory.ratio_mix=adaptive --set 'memory.ratios=[{choices}]'`"
+        )
+    else:
+        advice = "no ratio dividing the window fits; shorten the context or use a model with more positions"
+    return ContextTooLongError(
+        f"the context has {num_tokens} tokens, beyond the reach of {name} at ratio {ratio} "
+        f"({reach(max_positions, window, ratio)} tokens with {max_positions} positions and "
+        f"window {window}); {advice}"
+    )
+
+
+def ratio_function(config: MemoryConfig, fixed: int | None, seed: int | None = None) -> RatioOf:
+    """`fixed` for every window, or (None) each window's seeded draw from `config.ratios`."""
+    if fixed is not None:
+        return lambda _index: fixed
+    seed = config.seed if seed is None else seed
+    return lambda index: window_ratio(index, config.ratios, config.ratio_mix, seed)

@@ -1,24 +1,28 @@
-"""`Memory`: the memory of one context, as a value that can be saved and reloaded.
+"""`Memory`: the memory of one context, as a value that can be saved and reloaded, and who made it.
 
 On disk a memory is a directory with `memory.safetensors` (per layer, the keys and
 values of the memory entries and of the current window's raw rows) and
 `manifest.json` (format version, the identity of the model and settings that made
 it, the scheduler state, a hash of the content read and a hash of the tensor file).
-Loading checks all of it; using it with another model or other settings is refused.
+Loading checks all of it; using it with another model or other settings is refused
+(`identity_of` says what a model is, `check_identity` refuses a memory another one made).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from memorag.io import atomic_directory, is_saved, read_json_manifest, sha256_file
 
-from .schedule import ScheduleState
+from .config import MemoryConfig
+from .schedule import LAYOUT, ScheduleState
 
 FORMAT = "memorag-memory"
 FORMAT_VERSION = 1
@@ -127,4 +131,53 @@ class Memory:
             ratio=manifest["ratio"],
             chat=bool(manifest["chat"]),
             content_sha256=manifest["content_sha256"],
+        )
+
+
+class WeightsHash:
+    """sha256 of named parameters, recomputed only after one of them changes (in place or replaced)."""
+
+    def __init__(self) -> None:
+        self._cached: tuple[tuple, str] | None = None
+
+    def forget(self) -> None:
+        self._cached = None
+
+    def of(self, params: dict[str, nn.Parameter]) -> str:
+        versions = tuple(p._version for p in params.values()) + tuple(p.data_ptr() for p in params.values())
+        if self._cached is None or self._cached[0] != versions:
+            digest = hashlib.sha256()
+            for name in sorted(params):
+                digest.update(name.encode())
+                digest.update(params[name].detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+            self._cached = (versions, digest.hexdigest())
+        return self._cached[1]
+
+
+def identity_of(name: str, base_config, num_layers: int, head_dim: int, weights_sha256: str,
+                config: MemoryConfig) -> dict:
+    """What a `Memory` must have been made by to be used with a model: its base (`name`, the transformers
+    `base_config`, its layer count and head size), its memory weights' hash and its settings."""
+    return {
+        "base_model": name,
+        "model_type": base_config.model_type,
+        "num_layers": num_layers,
+        "hidden_size": base_config.hidden_size,
+        "num_key_value_heads": base_config.num_key_value_heads,
+        "head_dim": head_dim,
+        "memory_weights_sha256": weights_sha256,
+        "memory_config": asdict(config),
+        "layout": LAYOUT,
+    }
+
+
+def check_identity(mine: dict, memory: Memory) -> None:
+    """Refuse `memory` unless it was made by a model of identity `mine`, naming every difference."""
+    differences = [key for key in sorted(set(mine) | set(memory.identity)) if mine.get(key) != memory.identity.get(key)]
+    if differences:
+        detail = "; ".join(f"{key}: memory has {memory.identity.get(key)!r}, model has {mine.get(key)!r}"
+                           for key in differences)
+        raise MemoryMismatchError(
+            f"this memory was made by another model or other settings ({detail}); memorize the context "
+            "again with this model"
         )

@@ -1,27 +1,39 @@
 """Reading a sequence window by window and scoring each window: the loop of `MemoryModel.forward`
 (`language_model_loss`) and of the training objectives (memorag/training/objectives.py), written once.
 
-Each window goes through `MemoryModel.feed` (a loop over `MemoryModel.step`) into a working
-cache that, while autograd records, is functional: gradients reach earlier windows through
-the memory. With the model's `gradient_checkpointing` on, a window keeps only the cache
-tensors and its scores, and is recomputed in the backward pass.
+Each window goes through `MemoryCore.feed` (a loop over window steps) into a working cache that,
+while autograd records, is functional: gradients reach earlier windows through the memory. With
+the model's `gradient_checkpointing` on, a window keeps only the cache tensors and its scores, and
+is recomputed in the backward pass.
+
+Scoring labelled rows (`score_labelled`: cross-entropy, and KL against a teacher in training)
+needs each row's logits over the whole vocabulary: 4,096 rows of a 49K vocabulary are 800 MB in
+fp32, and autograd keeps them, and their gradient, until the backward pass. Rows without a label
+get no logits at all, and the labelled rows are scored a chunk at a time (`chunked_row_sums`);
+while autograd records, each chunk runs under activation checkpointing, so only its summed scores
+are kept and its logits are recomputed, one chunk at a time, in the backward pass. The sums are the
+same per-row terms added in chunks: equal to the unchunked computation within floating-point
+reordering, gradients included; rows that fit in one chunk are scored exactly as without chunking.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch.nn import functional as F
 
 from .cache import MemoryCache
-from .ratios import RatioOf
+from .core import MemoryCore
+from .schedule import RatioOf
+from .state import Memory
 
-if TYPE_CHECKING:
-    from .model import MemoryModel
-    from .state import Memory
+# rows of logits computed at once while scoring: 1,024 rows of a 49K vocabulary are 200 MB in fp32
+SCORE_CHUNK_ROWS = 1024
+
+# (row tensors of one chunk, each [c, ...]) -> summed scores over the chunk's rows (0-dim tensors)
+ChunkScore = Callable[..., tuple[torch.Tensor, ...]]
 
 # (raw rows' last hidden states [B, n, D] of one window, the window's columns of the input) ->
 # the window's summed scores (each a 0-dim tensor); the same number of scores for every window
@@ -41,7 +53,7 @@ def next_token_targets(labels: torch.Tensor) -> torch.Tensor:
 
 
 def read_windows(
-    model: MemoryModel,
+    model: MemoryCore,
     input_ids: torch.Tensor,
     score: WindowScore,
     memory: Memory | None = None,
@@ -51,7 +63,7 @@ def read_windows(
     """Read `input_ids` [B, N] window by window after `memory` (or from nothing); the sums of `score`
     over the windows (an empty tuple for no tokens).
 
-    The ratio is the memory's, else the one the length calls for (`MemoryModel.choose_ratio`,
+    The ratio is the memory's, else the one the length calls for (`MemoryCore.choose_ratio`,
     which refuses a sequence beyond the reach); under step-random each window draws its own,
     seeded by `ratio_seed` (default: the config's seed). `checkpoint_windows=False` turns
     checkpointing off for a `score` that keeps tensors of its own (logits).
@@ -75,7 +87,7 @@ def read_windows(
     return sums
 
 
-def _checkpointed_window(model: MemoryModel, ids: torch.Tensor, columns: slice, cache: MemoryCache,
+def _checkpointed_window(model: MemoryCore, ids: torch.Tensor, columns: slice, cache: MemoryCache,
                          ratio_of: RatioOf, score: WindowScore) -> tuple[torch.Tensor, ...]:
     """One window under activation checkpointing: only the cache tensors and the scores are kept."""
     from torch.utils.checkpoint import checkpoint
@@ -96,10 +108,10 @@ def _checkpointed_window(model: MemoryModel, ids: torch.Tensor, columns: slice, 
     return tuple(scores[:num_scores])
 
 
-def language_model_loss(model: MemoryModel, input_ids: torch.Tensor, labels: torch.Tensor | None,
+def language_model_loss(model: MemoryCore, input_ids: torch.Tensor, labels: torch.Tensor | None,
                         return_logits: bool, memory: Memory | None, ratio_seed: int | None) -> MemoryModelOutput:
     """`MemoryModel.forward`: the mean next-token cross-entropy over raw tokens with a label, through
-    `MemoryModel.score_labelled` (logits of labelled rows only), or over every raw row's logits
+    `score_labelled` (logits of labelled rows only), or over every raw row's logits
     when they are asked for (`return_logits`; then windows are not checkpointed)."""
     targets = next_token_targets(labels) if labels is not None else None
     logits = []
@@ -113,7 +125,7 @@ def language_model_loss(model: MemoryModel, input_ids: torch.Tensor, labels: tor
                 return (F.cross_entropy(window_logits.flatten(0, 1), window_targets.flatten(), ignore_index=-100,
                                         reduction="sum"),)
         elif window_targets is not None:
-            return (model.score_labelled(hidden, window_targets)[0],)
+            return (score_labelled(model, hidden, window_targets)[0],)
         return (torch.zeros((), device=hidden.device),)
 
     sums = read_windows(model, input_ids, window_loss, memory, ratio_seed, checkpoint_windows=not return_logits)
@@ -121,3 +133,48 @@ def language_model_loss(model: MemoryModel, input_ids: torch.Tensor, labels: tor
     loss_sum = sums[0] if sums else torch.zeros((), device=model.device)
     loss = loss_sum / max(count, 1) if labels is not None else None
     return MemoryModelOutput(loss=loss, num_loss_tokens=count, logits=torch.cat(logits, 1) if logits else None)
+
+
+def score_labelled(model: MemoryCore, hidden: torch.Tensor, targets: torch.Tensor,
+                   teacher_states: torch.Tensor | None = None, chunk_rows: int = SCORE_CHUNK_ROWS
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`MemoryModel.score_labelled` (see its docstring): (summed cross-entropy [], summed KL [])."""
+    keep = targets != -100  # [B, n]
+    rows = (hidden[keep], targets[keep])  # [k, D], [k]
+    if teacher_states is None:
+        cross_entropy = chunked_row_sums(lambda *chunk: _cross_entropy_sum(model, *chunk), rows, chunk_rows)
+        return *cross_entropy, hidden.new_zeros((), dtype=torch.float32)
+    return chunked_row_sums(lambda *chunk: _distillation_sums(model, *chunk), (*rows, teacher_states[keep]),
+                            chunk_rows)
+
+
+def _cross_entropy_sum(model: MemoryCore, rows: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor]:
+    logits = model.logits(rows).float()  # [c, V]
+    return (F.cross_entropy(logits, targets, reduction="sum"),)
+
+
+def _distillation_sums(model: MemoryCore, rows: torch.Tensor, targets: torch.Tensor, teacher_states: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = model.logits(rows).float()  # [c, V]
+    teacher = F.log_softmax(model.lm_head(teacher_states).float(), dim=-1)  # [c, V]
+    kl = F.kl_div(F.log_softmax(logits, dim=-1), teacher, log_target=True, reduction="sum")
+    return F.cross_entropy(logits, targets, reduction="sum"), kl
+
+
+def chunked_row_sums(score: ChunkScore, rows: tuple[torch.Tensor, ...], chunk_rows: int = SCORE_CHUNK_ROWS
+                     ) -> tuple[torch.Tensor, ...]:
+    """`score` summed over chunks of at most `chunk_rows` rows of `rows` (tensors of equal first dimension)."""
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    total = rows[0].shape[0]
+    if total <= chunk_rows:
+        return score(*rows)
+    from torch.utils.checkpoint import checkpoint
+
+    recompute = torch.is_grad_enabled()
+    sums: tuple[torch.Tensor, ...] = ()
+    for start in range(0, total, chunk_rows):
+        chunk = tuple(tensor[start : start + chunk_rows] for tensor in rows)  # each [c, ...]
+        scores = checkpoint(score, *chunk, use_reentrant=False) if recompute else score(*chunk)
+        sums = tuple(scores) if not sums else tuple(a + b for a, b in zip(sums, scores, strict=True))
+    return sums

@@ -10,7 +10,7 @@ needles answered with the whole haystack in view). It builds no memory; a corpus
 base's positions is refused.
 
 The replies (`full_context_replies`) are the base's over the same token ids the memory path reads:
-the corpus laid out in the chat template, then each prompt's continuation (`memorag/memory/chat.py`),
+the corpus laid out in the chat template, then each prompt's continuation (`memorag/chat_layout.py`),
 with the corpus's own key-value rows where the memory's compressed rows would be, greedy, ending
 before the same stop tokens. The corpus is read once and each prompt reads only its own tokens after
 it (`PrefixCache`). The clue-recall evaluation's `full-context` source is this mode's clues. Torch
@@ -68,8 +68,8 @@ class MemoRAGFullMode(MemoRAGMode):
 
 def full_context_replies(model: MemoryModel, text: str, asked: Sequence[str], max_new_tokens: int) -> list[str]:
     """The memory model's base's greedy reply to each prompt of `asked` after `text`, read uncompressed."""
+    from memorag.chat_layout import context_ids, continuation_ids
     from memorag.generation.prefix_cache import PrefixCache
-    from memorag.memory.chat import context_ids, continuation_ids
 
     context, chat = context_ids(model.tokenizer, model.layout, text, None)
     prompts_ids = [context + continuation_ids(model.tokenizer, model.layout, prompt, chat) for prompt in asked]
@@ -81,7 +81,7 @@ def full_context_replies(model: MemoryModel, text: str, asked: Sequence[str], ma
 
 def check_fits(model: MemoryModel, num_ids: int, max_new_tokens: int) -> None:
     """Refuse a prompt (and its reply) longer than the positions the base reads uncompressed."""
-    from memorag.memory.ratios import ContextTooLongError
+    from memorag.memory.schedule import ContextTooLongError
 
     if num_ids + max_new_tokens > model.max_positions:
         raise ContextTooLongError(

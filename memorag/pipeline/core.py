@@ -184,7 +184,7 @@ class MemoRAG:
             resolve_embedder,
             resolve_lm,
         )
-        from memorag.memory.weights import memory_weights_for
+        from memorag.memory.checkpoint import memory_weights_for
 
         if self._memory_model is None or self._embedder is None or self._generator is None:
             _ = self.placement  # a device or a quantization this machine cannot give fails here
@@ -302,7 +302,7 @@ class MemoRAG:
         return report
 
     def _extend_memory(self, memory, new: list[Document], show_progress: bool | None):
-        from memorag.memory.model import ContextTooLongError
+        from memorag.memory.schedule import ContextTooLongError
 
         try:
             return self.memory_model.memorize(memory_text(new, True), memory=memory, show_progress=show_progress)

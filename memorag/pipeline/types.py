@@ -84,12 +84,12 @@ class PipelineConfig:
     dtype: str = "auto"  # auto: the checkpoint's own (memorag/cpu_dtype.py on the CPU; the embedder's float32)
     quantize: str | None = None  # 4bit or 8bit (bitsandbytes, CUDA only): the memory model and a local generator
     threads: int | None = None  # CPU threads of torch and faiss; None: the process's default
-    # the memory model's decoding step compiled whole (memorag/memory/buffer_step.py) in this torch.compile mode:
+    # the memory model's decoding step compiled whole (memorag/memory/compiled.py) in this torch.compile mode:
     # "default", or "reduce-overhead" (CUDA graphs, on a GPU); None: the eager step. Compiling takes from seconds
     # (GPU) to minutes (2 CPU cores) once per process; it pays over long or many decodes.
     compile_decoding: Literal["default", "reduce-overhead", "max-autotune"] | None = None
     # the memory model's window steps (memorize, prefill) through layers compiled one by one
-    # (memorag/memory/compiled_windows.py) in this torch.compile mode; None: the eager layers. On a GPU it
+    # (memorag/memory/compiled.py) in this torch.compile mode; None: the eager layers. On a GPU it
     # memorizes faster after seconds of compiling, once per process.
     compile_windows: Literal["default", "max-autotune-no-cudagraphs"] | None = None
     # asking

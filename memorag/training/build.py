@@ -99,8 +99,7 @@ def build_model(
 
         apply_lowrank(built, model.memory_rank, model.memory_alpha)
     if model.memory_weights is not None and str(device) != "meta":
-        from memorag.memory.checkpoint import load_memory_weights
-        from memorag.memory.weights import memory_weights_for
+        from memorag.memory.checkpoint import load_memory_weights, memory_weights_for
 
         folder = memory_weights_for(model.base, model.memory_weights)  # also "embedded": the shipped weights
         if folder is not None:

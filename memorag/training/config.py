@@ -59,7 +59,7 @@ class ModelSection:
       record which; low-rank weights are small enough to ship.
     - `compile_windows`: null trains through the eager layers; a torch.compile mode (`default`)
       compiles each decoder layer, attention over the cache left eager between
-      (memorag/memory/compiled_windows.py): the first step compiles, later steps run the fused
+      (memorag/memory/compiled.py): the first step compiles, later steps run the fused
       kernels (on an H200 a 7B step took 0.92x and a 135M step 0.81x the eager time). How a run
       computes, not what: a resume may change it.
     """

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from memorag.memory import MemoryModel
-from memorag.memory.row_chunks import SCORE_CHUNK_ROWS
-from memorag.memory.windows import next_token_targets, read_windows
+from memorag.memory.windows import SCORE_CHUNK_ROWS, next_token_targets, read_windows
 
 from .config import LossSection
 
@@ -79,7 +78,7 @@ def teacher_logits(model: MemoryModel, input_ids: torch.Tensor) -> torch.Tensor:
 def objective_forward(model: MemoryModel, input_ids: torch.Tensor, labels: torch.Tensor, loss: LossSection,
                       ratio_seed: int | None = None, chunk_rows: int = SCORE_CHUNK_ROWS) -> ObjectiveOutput:
     """The `loss.kind` objective of `input_ids` [B, N] with `labels` [B, N] (HF convention); logits are
-    computed `chunk_rows` labelled rows at a time (memorag/memory/row_chunks.py)."""
+    computed `chunk_rows` labelled rows at a time (memorag/memory/windows.py)."""
     teacher = teacher_states(model, input_ids) if loss.kind != "lm" else None  # [B, N, D]
     targets = next_token_targets(labels)  # [B, N]
 

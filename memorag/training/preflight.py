@@ -60,8 +60,8 @@ def check_files(key: str, paths: Sequence[str]) -> list[Path]:
 
 def check_memory_weights(cfg: TrainConfig) -> None:
     """`model.memory_weights`, when given, is a folder of intact memory weights (or a name for them)."""
-    from memorag.memory.checkpoint import MemoryWeightsError
-    from memorag.memory.weights import (
+    from memorag.memory.checkpoint import (
+        MemoryWeightsError,
         MemoryWeightsUnavailableError,
         memory_weights_for,
         verify_memory_weights,

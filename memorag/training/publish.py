@@ -26,8 +26,7 @@ import yaml
 from safetensors.torch import load_file, save_file
 
 from memorag.io import atomic_directory, is_saved, sha256_file
-from memorag.memory.checkpoint import CONFIG, FORMAT, WEIGHTS
-from memorag.memory.weights import verify_memory_weights
+from memorag.memory.checkpoint import CONFIG, FORMAT, WEIGHTS, verify_memory_weights
 
 from .checkpoint import TRAIN_CONFIG, TRAINER_STATE
 

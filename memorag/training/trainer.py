@@ -130,7 +130,7 @@ class Trainer:
         if self.resume_dir is not None:
             load_memory_weights(model, self.resume_dir)
         model.gradient_checkpointing = cfg.model.gradient_checkpointing
-        if cfg.model.compile_windows is not None:  # memory/compiled_windows.py
+        if cfg.model.compile_windows is not None:  # memory/compiled.py
             model.compile_windows(mode=None if cfg.model.compile_windows == "default" else cfg.model.compile_windows)
         self.tokenizer = model.tokenizer
         if self.tokenizer is None:

@@ -27,15 +27,15 @@ def test_flops_match_the_calls_memorize_makes(monkeypatch, ratio):
     window, windows = 16, 5
     model = tiny_memory_model(window=window, ratios=[ratio])
     scores = [0]
-    real_attend = attention_module.attend
+    real_attend = attention_module.KERNELS["sdpa"]
 
-    def counting_attend(query, key, value, prefix, mask, implementation, scale):
+    def counting_attend(query, key, value, prefix, mask, scale):
         queries, tail = query.shape[2], key.shape[2] - prefix
         causal = mask is None and tail == queries
         scores[0] += queries * prefix + (queries * (queries + 1) // 2 if causal else queries * tail)
-        return real_attend(query, key, value, prefix, mask, implementation, scale)
+        return real_attend(query, key, value, prefix, mask, scale)
 
-    monkeypatch.setattr(attention_module, "attend", counting_attend)
+    monkeypatch.setitem(attention_module.KERNELS, "sdpa", counting_attend)
     linear, handles = _count_linear_flops(model)
     with torch.no_grad():
         memory = model.memorize(random_ids(window * windows)[0].tolist(), show_progress=False)

@@ -1,4 +1,4 @@
-"""The decoding step compiles whole and replays (memory/buffer_step.py; docs/memory-model.md, "Decoding").
+"""The decoding step compiles whole and replays (memory/compiled.py; docs/memory-model.md, "Decoding").
 
 The CPU proxies of what a GPU needs to replay a step as a CUDA graph: the layers' forward over a
 decoding step is one graph (`fullgraph=True`: a graph break raises), two graphs serve a whole decode

@@ -5,9 +5,10 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from memorag.memory.attention import attend_bucket, bucket_bias, window_mask
+from memorag.memory.attention import attend_buffers
 from memorag.memory.cache import CAPACITY_BUCKET
 from memorag.memory.linear import plain_linears
+from memorag.memory.tables import bucket_bias, window_mask
 
 from .conftest import random_ids, tiny_base, tiny_memory_model
 
@@ -122,25 +123,23 @@ class _NoHostReads:
 
 
 def test_decoding_steps_read_no_tensor_value_on_the_host():
-    from memorag.memory.batch import feed_batch
-
     model = tiny_memory_model("llama", window=16, ratios=[4])
     ratio_of = model.ratio_function(4)
     with torch.no_grad():
         caches = [model.new_cache(), model.new_cache()]
-        feed_batch(model, [random_ids(10), random_ids(13, seed=1)], caches, [ratio_of, ratio_of])
+        model.feed_batch([random_ids(10), random_ids(13, seed=1)], caches, [ratio_of, ratio_of])
         for index in range(20):  # memory tokens inserted and windows compacted on the way
             tokens = [random_ids(1, seed=10 + index), random_ids(1, seed=40 + index)]
             with _NoHostReads():
-                model.feed(tokens[0], caches[0], ratio_of)
-                feed_batch(model, tokens, caches, [ratio_of, ratio_of])
+                model.feed_batch(tokens[:1], caches[:1], [ratio_of], kind="decode")
+                model.feed_batch(tokens, caches, [ratio_of, ratio_of], kind="decode")
 
 
 def test_the_sdpa_dispatch_traces_with_dynamic_shapes():
     """The non-CPU branch of a decoding step's attention (meta tensors stand for a GPU's) traced with
     every dimension dynamic, as torch.compile does after a batch or capacity change: `grouped` is a
     constant, so SDPA never receives a SymBool (the failure CUDA showed)."""
-    compiled = torch.compile(attend_bucket, fullgraph=True, dynamic=True, backend="eager")
+    compiled = torch.compile(attend_buffers, fullgraph=True, dynamic=True, backend="eager")
     for capacity in (128, 256):
         query = torch.empty(2, 6, 1, 16, device="meta")
         key = torch.empty(2, 2, capacity, 16, device="meta")

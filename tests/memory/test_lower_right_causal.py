@@ -1,6 +1,6 @@
-"""The causal mask aligned to the last key (a window after its memory), as `attend` runs it on CUDA.
+"""The causal mask aligned to the last key (a window after its memory), as the `sdpa` kernel runs it on CUDA.
 
-On CUDA, `attend` gives SDPA torch's `causal_lower_right` instead of a boolean mask
+On CUDA, the `sdpa` kernel gives SDPA torch's `causal_lower_right` instead of a boolean mask
 (memory/attention.py). The CPU test checks that it is the same mask (every memory entry, then
 causal within the window); the CUDA ones that the kernel it runs (flash attention in bf16) gives
 the same outputs as the boolean mask without autograd (memorizing), and the same outputs and
@@ -14,13 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
-from memorag.memory.attention import _full_mask, attend
+from memorag.memory.attention import sdpa
+from memorag.memory.tables import full_mask
 
 
 @pytest.mark.parametrize(("prefix", "tail"), [(0, 8), (4, 8), (256, 1024), (3, 5)])
 def test_lower_right_causal_is_the_memory_then_causal_mask(prefix, tail):
     queries = tail
-    ours = _full_mask(queries, prefix, tail, None, torch.device("cpu"))  # [Tq, prefix + tail]
+    ours = full_mask(queries, prefix, tail, None, torch.device("cpu"))  # [Tq, prefix + tail]
     assert torch.equal(causal_lower_right(queries, prefix + tail)._materialize(torch.device("cpu")), ours)
 
 
@@ -34,7 +35,7 @@ def _inputs(dtype, heads, kv_heads, queries, prefix, seed=0):
 
 
 def _boolean_mask_attention(query, key, value, prefix: int, scale: float) -> torch.Tensor:
-    mask = _full_mask(query.shape[2], prefix, key.shape[2] - prefix, None, query.device)
+    mask = full_mask(query.shape[2], prefix, key.shape[2] - prefix, None, query.device)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale,
                                          enable_gqa=query.shape[1] != key.shape[1])
     return out.transpose(1, 2)
@@ -47,7 +48,7 @@ def test_lower_right_kernel_equals_the_boolean_mask_on_cuda(dtype, heads, kv_hea
     tolerance = 2e-2 if dtype == torch.bfloat16 else 2e-5
     inputs = _inputs(dtype, heads, kv_heads, queries=160, prefix=96)
     with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
-        ours = attend(*inputs, 96, None, "sdpa", 0.125)
+        ours = sdpa(*inputs, 96, None, 0.125)
         reference = _boolean_mask_attention(*inputs, 96, 0.125)
     torch.testing.assert_close(ours, reference, atol=tolerance, rtol=tolerance)
     if dtype == torch.bfloat16:  # flash attention's kernel ran (the boolean mask's call never takes it)
@@ -56,7 +57,7 @@ def test_lower_right_kernel_equals_the_boolean_mask_on_cuda(dtype, heads, kv_hea
     leaves = [t.clone().requires_grad_(True) for t in inputs]
     again = [t.clone().requires_grad_(True) for t in inputs]
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
-        ours = attend(*leaves, 96, None, "sdpa", 0.125)
+        ours = sdpa(*leaves, 96, None, 0.125)
     if dtype == torch.bfloat16:  # flash attention's kernel ran, not a mask
         assert "aten::_flash_attention_forward" in {event.key for event in profile.key_averages()}
     reference = _boolean_mask_attention(*again, 96, 0.125)

@@ -15,7 +15,7 @@ import torch
 
 from memorag.memory.linear import plain_linears
 from memorag.memory.schedule import Piece
-from memorag.memory.window_tables import compaction_rows, piece_mask, row_split
+from memorag.memory.tables import compaction_rows, piece_mask, row_split
 from tests.host_reads import count_reads, project_reads
 
 from .conftest import CountOps, random_ids, tiny_memory_model
@@ -26,7 +26,7 @@ SCHEMES = ("full-coverage", "step-expansion", "segmentation")
 # aten operators per memorized window, steady state, of the tiny Llama of conftest.py (2 layers, window
 # 16, ratio 4, fp32, CPU, no autograd), counted below with a TorchDispatchMode as the difference between
 # memorizing 7 and 3 windows, divided by 4. Before the window tables and the one-call compaction
-# rotation (memory/window_tables.py, MemoryCache.compact) they were 347, 373 and 380 per window, and 160
+# rotation (memory/tables.py, MemoryCache.compact) they were 347, 373 and 380 per window, and 160
 # per layer-window under full-coverage; now 323, 329 and 329, and 141 per layer-window (the layers' own
 # norms, projections, RoPE, attention and MLP: the rest of a window is a fixed 41). Work added per window
 # fails here.
@@ -67,7 +67,7 @@ def test_memorizing_reads_no_tensor_value_on_the_host(monkeypatch, scheme):
     # a fresh model hashes its memory weights once (the memory's identity), one read per parameter
     # however many windows it reads; nothing else of ours reads a value
     parameters = len(model.memory_parameters())
-    assert project_reads(seen) == {("numpy", "memory/identity.py"): parameters}
+    assert project_reads(seen) == {("numpy", "memory/state.py"): parameters}
     with monkeypatch.context() as patch:
         seen = count_reads(patch)
         model.memorize(ids, show_progress=True)
@@ -84,7 +84,7 @@ def test_operators_per_memorized_window_stay_within_the_budget(scheme):
     # nothing is built from Python data per window: the schedule's tensors come from the tables
     assert ops["aten.lift_fresh"] == 0 and ops["aten._to_copy"] <= 2  # the rotation's fp32 round trip
     # CPU inference attends in two fused calls per layer (memory prefix unmasked, the window causal or
-    # masked), merged by their log-sum-exp (memory/attention.py `_split_attention`)
+    # masked), merged by their log-sum-exp (memory/attention.py `split_attention`)
     assert ops["aten._scaled_dot_product_flash_attention_for_cpu"] == 2 * 2
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from memorag.memory.step import plan_steps
+from memorag.memory.core import plan_steps
 from memorag.training.config import LossSection
 from memorag.training.objectives import objective_forward
 

@@ -1,4 +1,4 @@
-"""Several prompts decoded as one batch through the compiled step (memory/shared_buffers.py).
+"""Several prompts decoded as one batch through the compiled step (memory/decoding.py: `allocate_block`, `shared_round`).
 
 Dynamo's `eager` backend traces the graph inductor would compile and runs it op for op (the
 compiled step's own tests, test_compiled_step.py, use it too), so what these tests check is the
@@ -15,8 +15,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from memorag.memory.batch import feed_batch
-from memorag.memory.shared_buffers import SharedBuffers
+from memorag.memory.decoding import allocate_block, shared_round
 
 from .conftest import random_ids, tiny_memory_model
 
@@ -62,12 +61,13 @@ def test_prompts_that_read_nothing_in_a_round_leave_the_others_as_alone():
             expected.append(torch.cat(states, dim=1))
             states_alone.append(cache.state)
         model.compile_decoding(backend="eager")
-        caches = SharedBuffers.allocate(model, memory, 3, 14 + 30).caches
-        feed_batch(model, prompts, caches, ratio, exact=False)
+        block = allocate_block(model, memory, 3, 14 + 30)
+        caches = block.caches
+        model.feed_batch(prompts, caches, ratio, exact=False)
         got = [[], [], []]
         for r in range(30):
             fed = [tokens[:, r : r + 1] if read[r] else tokens[:, :0] for read in reads]
-            last = feed_batch(model, fed, caches, ratio, exact=False)
+            last = shared_round(model, block, fed, ratio)
             for index, state in enumerate(last):
                 if state is not None:
                     got[index].append(state[:, None])
@@ -77,13 +77,12 @@ def test_prompts_that_read_nothing_in_a_round_leave_the_others_as_alone():
         assert caches[index].state == states_alone[index]
 
 
-def test_a_cache_that_left_its_shared_buffers_is_refused():
+def test_a_cache_of_the_block_never_grows_out_of_it():
+    """A block is allocated once for the whole decode: a cache that needs more rows is an error that says
+    so, at the write that needs them (its rows would otherwise leave the block the round attends over)."""
     model = tiny_memory_model("llama", window=16, ratios=[4])
     memory = model.memorize(random_ids(50)[0].tolist())
-    shared = SharedBuffers.allocate(model, memory, 2, 8)
-    model.compile_decoding(backend="eager")
-    with torch.no_grad():
-        shared.caches[1].ensure_capacity(shared.capacity + 1)  # grown: now a buffer of its own
-        with pytest.raises(RuntimeError, match="left its buffers"):
-            feed_batch(model, [torch.tensor([[3]]), torch.tensor([[4]])], shared.caches,
-                       [model.ratio_function(memory.ratio)] * 2, exact=False)
+    block = allocate_block(model, memory, 2, 8)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="allocate the block with more rows"):
+        block.caches[1].ensure_capacity(block.capacity + 1)
+    assert block.caches[1].keys[0].data_ptr() == block.keys[0][1].data_ptr()  # still a row of the block

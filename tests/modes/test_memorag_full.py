@@ -10,7 +10,7 @@ import torch
 from memorag import prompts
 from memorag.generation.prefix_cache import PrefixCache
 from memorag.memory import MemoryConfig, MemoryModel
-from memorag.memory.ratios import ContextTooLongError
+from memorag.memory.schedule import ContextTooLongError
 from memorag.modes.memorag import MemoRAGMode, clue_requests
 from memorag.modes.memorag_full import full_context_replies, full_context_reply
 from memorag.results import memory_text

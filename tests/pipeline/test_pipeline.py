@@ -386,7 +386,7 @@ def _clues_eager_and_compiled(monkeypatch, setting: str, factory: str, stand_in)
 
 @pytest.mark.slow
 def test_compile_decoding_writes_the_same_clues_through_the_compiled_step(monkeypatch):
-    """`compile_decoding` switches the memory model to the compiled decoding step (memory/buffer_step.py)."""
+    """`compile_decoding` switches the memory model to the compiled decoding step (memory/compiled.py)."""
     expected, clues, compiled, eager, graphs = _clues_eager_and_compiled(
         monkeypatch, "compile_decoding", "CompiledDecoding",
         lambda original: lambda run, mode, backend: original(run, mode, backend="eager"))
@@ -398,7 +398,7 @@ def test_compile_decoding_writes_the_same_clues_through_the_compiled_step(monkey
 @pytest.mark.slow
 def test_compile_windows_memorizes_through_compiled_layers_and_writes_the_same_clues(monkeypatch):
     """`compile_windows` runs the memory model's window steps through compiled layers
-    (memory/compiled_windows.py)."""
+    (memory/compiled.py)."""
     expected, clues, compiled, eager, graphs = _clues_eager_and_compiled(
         monkeypatch, "compile_windows", "CompiledLayers",
         lambda original: lambda layers, mode, backend, dynamic: original(layers, mode, "eager", dynamic))

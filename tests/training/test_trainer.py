@@ -181,7 +181,7 @@ def test_epochs_count_the_steps_once_and_cache_the_count(tmp_path):
 
 @pytest.mark.slow
 def test_compile_windows_trains_through_compiled_layers_with_the_eager_losses(tmp_path, monkeypatch):
-    """`model.compile_windows` compiles the layers (memory/compiled_windows.py); AOTAutograd's `aot_eager`
+    """`model.compile_windows` compiles the layers (memory/compiled.py); AOTAutograd's `aot_eager`
     backend stands in for inductor, so the losses must be the eager layers'. A resume may switch it."""
     import torch._dynamo
     from torch._dynamo.utils import counters

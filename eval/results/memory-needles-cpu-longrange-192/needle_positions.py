@@ -9,8 +9,8 @@ import json
 
 from transformers import AutoTokenizer
 
+from memorag.chat_layout import PromptLayout, encode
 from memorag.embedded import resolve_lm
-from memorag.memory.chat import PromptLayout, encode
 
 DATA = "runs/data/sft/longrange_needles_cpu.jsonl"  # configs/sft/smollm2-longrange-cpu.yaml builds it
 SAMPLES = 10  # as probe_ratios.py

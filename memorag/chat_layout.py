@@ -1,20 +1,17 @@
-"""How a context and a prompt are laid out around the chat template.
+"""How a context and a prompt are laid out around the chat template (the memory model's, the
+clue-SFT data's and the full-context mode's one layout).
 
 MemoRAG puts the long context inside the user turn and the instruction after it.
 To memorize the context once and ask many prompts, the rendered template is split
 into: prefix (template start), the context, a joiner, the prompt, and a suffix (end
 of the user turn plus the assistant's opening). A model without a chat template
 reads the raw context and the prompt after a blank line. `context_ids` and `prompt_ids`
-turn text into the ids the memory model reads, laid out so.
+turn text into the ids the memory model reads, laid out so. Nothing here reads a tensor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .state import Memory
 
 _CONTEXT = "\u2063MEMORAG_CONTEXT\u2063"
 _PROMPT = "\u2063MEMORAG_PROMPT\u2063"
@@ -63,45 +60,32 @@ def encode(tokenizer, layout: PromptLayout, text: str, first: bool) -> list[int]
     return tokenizer(text, add_special_tokens=first and not layout.chat)["input_ids"]
 
 
-def context_ids(tokenizer, layout: PromptLayout, context, memory: Memory | None) -> tuple[list[int], bool]:
-    """The ids a context (text or ids) is memorized as, continuing `memory` or not; and whether the
-    memory is laid out in the chat template. Text starting a memory opens a user turn."""
+def context_ids(tokenizer, layout: PromptLayout, context, continued_chat: bool | None) -> tuple[list[int], bool]:
+    """The ids a context (text or ids) is memorized as, and whether the memory is laid out in the chat
+    template. `continued_chat`: None when the context starts a memory (text then opens a user turn), else
+    whether the memory it continues is laid out in the chat template."""
     if not isinstance(context, str):
-        return [int(i) for i in context], memory.chat if memory is not None else False
+        return [int(i) for i in context], bool(continued_chat)
     if not context.strip():
         raise ValueError("the context is empty; give a text with some content")
-    if memory is None:
+    if continued_chat is None:
         return encode(tokenizer, layout, layout.context(context), first=True), layout.chat
-    return encode(tokenizer, layout, context, first=False), memory.chat
+    return encode(tokenizer, layout, context, first=False), continued_chat
 
 
-def prompt_ids(tokenizer, layout: PromptLayout, prompt, memory: Memory | None) -> list[int]:
-    """The ids of a prompt (text or ids): alone in a user turn, or continuing `memory`'s."""
+def prompt_ids(tokenizer, layout: PromptLayout, prompt, continued_chat: bool | None) -> list[int]:
+    """The ids of a prompt (text or ids): alone in a user turn (`continued_chat` None), or continuing a
+    memory laid out in the chat template (True) or without it (False)."""
     if not isinstance(prompt, str):
         return [int(i) for i in prompt]
     if not prompt.strip():
         raise ValueError("the prompt is empty; ask something")
-    if memory is None:
+    if continued_chat is None:
         return encode(tokenizer, layout, layout.standalone(prompt), first=True)
-    return continuation_ids(tokenizer, layout, prompt, memory.chat)
+    return continuation_ids(tokenizer, layout, prompt, continued_chat)
 
 
 def continuation_ids(tokenizer, layout: PromptLayout, prompt: str, chat: bool) -> list[int]:
     """The ids of a prompt text that follows a context read in the chat template (`chat`) or without it."""
     return encode(tokenizer, layout, layout.continuation(prompt) if chat else prompt, first=False)
 
-
-def special_token_id(tokenizer, base_model, which: str) -> int:
-    """The id of the `which` ("eos", "bos") token: the tokenizer's, else the model config's, else its
-    generation config's (the first of a list)."""
-    attr = f"{which}_token_id"
-    token_id = getattr(tokenizer, attr, None) if tokenizer is not None else None
-    if token_id is None:
-        token_id = getattr(base_model.config, attr, None)
-        if token_id is None and hasattr(base_model, "generation_config"):
-            token_id = getattr(base_model.generation_config, attr, None)
-    if isinstance(token_id, list | tuple):
-        token_id = token_id[0]
-    if token_id is None:
-        raise ValueError(f"the model has no {which} token; set MemoryConfig.embed_init to the other option")
-    return int(token_id)

@@ -1,0 +1,106 @@
+"""The memory package keeps a shape a newcomer can read in one sitting (docs/memory-model.md, "Modules").
+
+At most 20 files, none over 450 lines, no function over 60; a short decode from a memory runs code
+in at most 9 of the files; and the docs' module map names every file, once, in reading order.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+from .conftest import random_ids, tiny_memory_model
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "memorag" / "memory"
+DOCS = ROOT / "docs" / "memory-model.md"
+
+MAX_FILES, MAX_LINES, MAX_FUNCTION_LINES, MAX_DECODE_FILES = 20, 450, 60, 9
+
+
+def package_files() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def long_functions(path: Path, limit: int) -> list[tuple[str, int]]:
+    """(name, lines) of every function or method of `path` longer than `limit` lines (decorators excluded)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > limit:
+                found.append((node.name, lines))
+    return found
+
+
+def test_few_short_files():
+    files = package_files()
+    assert 10 <= len(files) <= MAX_FILES, [path.name for path in files]
+    long = {path.name: n for path in files if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"files over {MAX_LINES} lines: {long}"
+
+
+def test_no_long_function():
+    long = {path.name: found for path in package_files() if (found := long_functions(path, MAX_FUNCTION_LINES))}
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_the_function_check_finds_a_long_one(tmp_path):
+    path = tmp_path / "long.py"
+    path.write_text("def short():\n    return 1\n\n\ndef long():\n" + "    x = 1\n" * 61 + "    return x\n")
+    assert long_functions(path, 60) == [("long", 63)]
+
+
+def files_run_by(call) -> set[str]:
+    """The files of the memory package whose code runs while `call()` runs (any function entered there)."""
+    seen: set[str] = set()
+    prefix = str(PACKAGE) + "/"
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(prefix):
+            seen.add(frame.f_code.co_filename[len(prefix):])
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_a_short_decode_runs_code_in_few_files():
+    model = tiny_memory_model("llama", window=16, ratios=[4])
+    memory = model.memorize(random_ids(40)[0].tolist(), show_progress=False)
+    prompt = random_ids(5, seed=1)[0].tolist()
+    model.generate_ids(prompt, memory=memory, max_new_tokens=2)  # warm: nothing imported or built lazily below
+    with torch.no_grad():
+        files = files_run_by(lambda: model.generate_ids(prompt, memory=memory, max_new_tokens=3))
+    assert {"model.py", "decoding.py", "core.py", "attention.py", "cache.py"} <= files  # the trace sees the decode
+    assert len(files) <= MAX_DECODE_FILES, sorted(files)
+
+
+def module_map() -> list[str]:
+    """The files the docs' module map names, in its order: the first list after the page's title."""
+    names, started = [], False
+    for line in DOCS.read_text(encoding="utf-8").splitlines()[1:]:
+        match = re.match(r"^\d+\. `([a-z_]+\.py)`", line)
+        if match:
+            names.append(match.group(1))
+            started = True
+        elif started and not line.startswith("   "):
+            break
+    return names
+
+
+def test_the_docs_open_with_the_module_map():
+    names = module_map()
+    assert sorted(names) == sorted(path.name for path in package_files()), "the module map names every file once"
+    heading = next(index for index, line in enumerate(DOCS.read_text(encoding="utf-8").splitlines()[1:])
+                   if line.startswith("## "))
+    first_item = next(index for index, line in enumerate(DOCS.read_text(encoding="utf-8").splitlines()[1:])
+                      if re.match(r"^\d+\. `", line))
+    assert first_item < heading, "the module map comes before the first section"
