@@ -89,7 +89,6 @@ class LocalGenerator(Generator):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from memorag.cpu_dtype import settle_auto_dtype
-        from memorag.memory.linear import use_memory_linears
         from memorag.models import EMBEDDED_LM, is_embedded_lm, resolve_lm
         from memorag.placement import Placement
 
@@ -97,7 +96,6 @@ class LocalGenerator(Generator):
         path = resolve_lm(name_or_path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = settle_auto_dtype(AutoModelForCausalLM.from_pretrained(path, **load_kwargs), load_kwargs).eval()
-        use_memory_linears(model)  # its decoding's few-row products in the fixed shape (memorag/memory/linear.py)
         name = EMBEDDED_LM if is_embedded_lm(name_or_path) else os.fspath(name_or_path)
         return cls(model, tokenizer, name=name, **kwargs)
 

@@ -33,7 +33,7 @@ from torch.nn.attention.bias import causal_lower_right
 from .cache import MemoryCache
 from .families import Family
 from .linear import is_plain_linear, sequences_alone
-from .tables import RowSplit, causal_end_mask, full_mask
+from .tables import RowSplit, full_mask
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -54,18 +54,11 @@ Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int, "torch.Tensor 
 
 
 def sdpa(query, key, value, prefix: int, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """`F.scaled_dot_product_attention`, and on the CPU two forms that compute the same faster: one query
-    row as a folded matmul-softmax (`folded_attention`), and several rows after a memory without autograd
-    as the unmasked prefix merged with the masked tail (`split_attention`). On CUDA the causal mask aligned
-    to the last key (a window after its memory) is torch's `causal_lower_right`, which SDPA runs as flash
-    attention's own causal mask: no mask tensor, and faster than the boolean mask's kernel."""
+    """`F.scaled_dot_product_attention` over `[memory | window]`: `is_causal` when the keys are exactly the
+    queries' own rows, else a boolean mask (every memory entry, then the window's). On CUDA the causal mask
+    aligned to the last key (a window after its memory) is torch's `causal_lower_right`, which SDPA runs
+    as flash attention's own causal mask: no mask tensor, and faster than the boolean mask's kernel."""
     num_queries, num_keys = query.shape[2], key.shape[2]
-    if query.device.type == "cpu":
-        if num_queries == 1 and mask is None:
-            return folded_attention(query, key, value, scale)
-        needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
-        if prefix > 0 and num_queries > 1 and not needs_grad:
-            return split_attention(query, key, value, prefix, mask, scale)
     is_causal = mask is None and num_queries == num_keys
     full = None
     if mask is None and 1 < num_queries < num_keys and query.is_cuda:
@@ -106,67 +99,15 @@ KERNELS: dict[str, Kernel] = {"sdpa": sdpa, "eager": eager, "flash_attention_2":
 def attend_buffers(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor, scale: float,
                    grouped: bool) -> torch.Tensor:
     """A decoding step's kernel: `query` [B, H, Tq, d] over whole cache buffers `key`/`value` [B, H_kv, C, d]
-    with the additive `bias` [Tq, C] (`bucket_bias`), or [B, Tq, C] (each sequence its own). Every shape
-    depends on the capacity C, not on the length, so kernels (and a CUDA backend's execution plans) are
-    reused token after token. `grouped` (fewer key/value heads than query heads) is given as a constant:
-    compared inside a graph compiled with dynamic shapes, the head counts give a SymBool SDPA refuses.
-    Returns [B, Tq, H, d]."""
-    if query.device.type == "cpu":
-        return folded_attention(query, key, value, scale, bias)
+    with the additive `bias` [Tq, C] (`bucket_bias`), or [B, Tq, C] (each sequence its own), as SDPA's mask.
+    Every shape depends on the capacity C, not on the length, so kernels (and a CUDA backend's execution
+    plans) are reused token after token. `grouped` (fewer key/value heads than query heads) is given as a
+    constant: compared inside a graph compiled with dynamic shapes, the head counts give a SymBool SDPA
+    refuses. Returns [B, Tq, H, d]."""
     if bias.dim() == 3:
         bias = bias[:, None]  # [B, 1, Tq, C]: every head of a sequence
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=scale, enable_gqa=grouped)
     return out.transpose(1, 2)
-
-
-def folded_attention(query, key, value, scale: float, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """A few query rows per sequence (decoding) as a plain matmul-softmax, grouped heads folded into the
-    rows so grouped keys are never repeated; `bias` [Tq, S] or [B, Tq, S] added to the scores (None: every
-    key seen). [B, Tq, H, d]."""
-    batch, heads, num_queries, dim = query.shape
-    kv_heads = key.shape[1]
-    folded = query.reshape(batch, kv_heads, heads // kv_heads * num_queries, dim)  # [B, H_kv, g * Tq, d]
-    scores = torch.matmul(folded, key.transpose(2, 3)).float() * scale  # [B, H_kv, g * Tq, S]
-    if bias is not None:  # row g_i * Tq + t of the folded rows takes bias[t] (bias[b, t]: each sequence its own)
-        bias = bias[:, None, None] if bias.dim() == 3 else bias  # [B, 1, 1, Tq, S]
-        scores = (scores.view(batch, kv_heads, heads // kv_heads, num_queries, -1) + bias).view(scores.shape)
-    weights = torch.softmax(scores, dim=-1).to(value.dtype)
-    out = torch.matmul(weights, value).reshape(batch, heads, num_queries, dim)  # [B, H, Tq, d]
-    return out.transpose(1, 2)
-
-
-def split_attention(query, key, value, prefix: int, mask, scale: float) -> torch.Tensor:
-    """Prefix keys unmasked + tail keys causal/masked, merged by log-sum-exp (CPU inference). The prefix
-    (the memory, often most of the keys) needs no mask, and its query groups are folded into the query
-    rows so grouped keys are never repeated. [B, Tq, H, d]."""
-    batch, heads, num_queries, dim = query.shape
-    kv_heads = key.shape[1]
-    groups = heads // kv_heads
-    folded = query.reshape(batch, kv_heads, groups * num_queries, dim)
-    out_prefix, lse_prefix = _cpu_flash(folded, key[:, :, :prefix], value[:, :, :prefix], False, None, scale)
-    out_prefix = out_prefix.reshape(batch, heads, num_queries, dim)
-    lse_prefix = lse_prefix.reshape(batch, heads, num_queries)
-    tail_key = key[:, :, prefix:].repeat_interleave(groups, dim=1)
-    tail_value = value[:, :, prefix:].repeat_interleave(groups, dim=1)
-    causal = mask is None and tail_key.shape[2] == num_queries
-    if mask is None and not causal:
-        mask = causal_end_mask(num_queries, tail_key.shape[2], query.device)
-    out_tail, lse_tail = _cpu_flash(query, tail_key, tail_value, causal, mask, scale)
-    lse = torch.logaddexp(lse_prefix, lse_tail)  # [B, H, Tq]
-    weight_prefix = (lse_prefix - lse).exp().unsqueeze(-1).to(query.dtype)
-    weight_tail = (lse_tail - lse).exp().unsqueeze(-1).to(query.dtype)
-    return (out_prefix * weight_prefix + out_tail * weight_tail).transpose(1, 2)
-
-
-def _cpu_flash(query, key, value, causal: bool, mask: torch.Tensor | None, scale: float):
-    """PyTorch's fused CPU attention, returning the output and its log-sum-exp."""
-    float_mask = None
-    if mask is not None:
-        float_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
-        float_mask.masked_fill_(~mask, float("-inf"))
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, 0.0, causal, attn_mask=float_mask, scale=scale
-    )
 
 
 # -- the step contexts ----------------------------------------------------------------------------

@@ -78,7 +78,7 @@ class MemoryCore(nn.Module):
         init_id = special_token_id(tokenizer, base_model, self.config.embed_init)
         embedding = self.embed_tokens.weight[init_id].detach().clone()
         self.memory_embedding = nn.Parameter(embedding, requires_grad=True)  # [D]
-        use_memory_linears(self)  # few rows in one fixed shape: a packed batch's sequences round as alone
+        use_memory_linears(self)  # a packed batch's sequences round as alone (memory/linear.py)
         self.gradient_checkpointing = False
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
@@ -362,9 +362,9 @@ class MemoryCore(nn.Module):
         return self.lm_head(self.final_norm(hidden))
 
     def logits_alone(self, hidden: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """`[self.logits(h) for h in hidden]` ([1, D] each), each rounded as alone; on the CPU in float32 the
-        LM head's weight is read once for all of them (memory/linear.py). A head that is not a `MemoryLinear`
-        (a quantized one) takes each row alone."""
+        """`[self.logits(h) for h in hidden]` ([1, D] each), each rounded as alone (memory/linear.py); the
+        final norm runs once over all rows. A head that is not a `MemoryLinear` (a quantized one) takes each
+        row alone."""
         if type(self.lm_head) is not MemoryLinear:
             return [self.logits(states) for states in hidden]
         rows = torch.cat([self.final_norm(states) for states in hidden])  # [n, D]

@@ -31,8 +31,8 @@ def test_the_outputs_are_the_recorded_ones(name, recorded):
         assert replies == document["replies"][name]
     bf16 = name.startswith("bf16")
     for key, value in tensors.items():
-        tolerance = 2e-2 if bf16 else 2e-5
-        torch.testing.assert_close(value.to(torch.float32), stored[key], atol=tolerance, rtol=tolerance, msg=key)
+        atol, rtol = (0.1, 0.05) if bf16 else (2e-5, 2e-5)  # bf16: a few of its steps (1/32 near 4 to 8)
+        torch.testing.assert_close(value.to(torch.float32), stored[key], atol=atol, rtol=rtol, msg=key)
     hashes = document["sha256"].get(machine_kind())
     if hashes is None:
         pytest.skip(f"no bit-for-bit record for {machine_kind()} (recorded: {sorted(document['sha256'])}); "
