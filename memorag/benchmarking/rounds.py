@@ -1,6 +1,7 @@
 """Where a decoding's time goes, round by round: every `MemoryModel.step` call timed and sorted by kind.
 
-A decoding (one prompt or an exact batch of several) runs as rounds of `MemoryModel.step`:
+A decoding (one prompt or an exact batch of several; not the compiled batch, whose rounds the decoding
+driver runs itself over one block of caches) runs as rounds of `MemoryModel.step`:
 first the prompts' rows (several raw rows per sequence: "prefill"), then one round per new
 token, with one raw row per sequence, or also a memory-token row for the sequences that
 reach their r-th token ("decoding, with memory rows"; these project the memory rows with
