@@ -83,6 +83,19 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+def decode_tokens(model: MemoryModel, ids: torch.Tensor, cache) -> list[torch.Tensor]:
+    """Read `ids` [B, n] into `cache` one token at a time as decoding steps (as `generate` reads a reply);
+    each token's raw row's last hidden state [B, 1, D]."""
+    from memorag.memory.core import plan_steps
+
+    ratio_of = model.ratio_function(model.config.ratios[0])
+    hidden = []
+    for index in range(ids.shape[1]):
+        for item in plan_steps(ids[:, index : index + 1], cache, model.config.window, ratio_of):
+            hidden += model.step([item], kind="decode")
+    return hidden
+
+
 def random_ids(length: int, batch: int = 1, seed: int = 0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(2, VOCAB, (batch, length), generator=generator)

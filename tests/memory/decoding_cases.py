@@ -4,7 +4,8 @@ The ids were recorded with the memory model's own decoding loop before decoding 
 to transformers' `generate` (`python -m tests.memory.decoding_cases --record`; the embedded case was
 recorded again the same way, with the old loop, when the shipped weights changed, and once more on
 2026-11-26 with today's decoding, when the GPU-trained weights were shipped, on an AMD EPYC with AVX2
-and no AVX-512); the tests in test_decoding.py check that today's decoding reproduces them token for token.
+and no AVX-512; and on 2026-11-28, on an Intel Xeon with AVX-512 and no AMX, when one SDPA call replaced
+the CPU's split and folded attention, which moved the bf16 model's near-ties); the tests in test_decoding.py check that today's decoding reproduces them token for token.
 """
 
 from __future__ import annotations

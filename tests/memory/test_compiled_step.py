@@ -16,20 +16,21 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from .conftest import random_ids, tiny_memory_model
+from .conftest import decode_tokens, random_ids, tiny_memory_model
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _decode_token_by_token(model, ids: torch.Tensor, start: int, reserve: int, after_warmup=None) -> torch.Tensor:
-    """Feed `ids[:, :start]`, then one token at a time; the raw rows' hidden states [1, N - start, D]."""
+    """Feed `ids[:, :start]` as window steps, then one token at a time as decoding steps; the raw rows'
+    hidden states [1, N - start, D]."""
     cache = model.new_cache(reserve=reserve)
     model.feed(ids[:, :start], cache)
     hidden = []
     for index in range(start, ids.shape[1]):
         if index == start + 8 and after_warmup is not None:
             after_warmup()
-        hidden += model.feed(ids[:, index : index + 1], cache, keep_hidden=True)
+        hidden += decode_tokens(model, ids[:, index : index + 1], cache)
     return torch.cat(hidden, dim=1)
 
 

@@ -9,7 +9,7 @@ from memorag.memory.attention import attend_buffers
 from memorag.memory.cache import CAPACITY_BUCKET
 from memorag.memory.tables import bucket_bias, window_mask
 
-from .conftest import random_ids, tiny_base, tiny_memory_model
+from .conftest import decode_tokens, random_ids, tiny_base, tiny_memory_model
 
 # aten operators per decoded token of the tiny model below (transformers' static cache takes about 663);
 # a change that adds per-token work fails here.
@@ -39,8 +39,7 @@ def test_token_by_token_decoding_steps_equal_one_forward(scheme):
         expected = model(ids, return_logits=True).logits
         cache = model.new_cache()
         hidden = model.feed(ids[:, :20], cache, keep_hidden=True)
-        for index in range(20, ids.shape[1]):
-            hidden += model.feed(ids[:, index : index + 1], cache, keep_hidden=True)
+        hidden += decode_tokens(model, ids[:, 20:], cache)
         got = model.logits(torch.cat(hidden, 1)).float()
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
@@ -53,7 +52,7 @@ def test_decoding_never_reallocates_the_buffers_per_token():
         model.feed(ids[:, :10], cache)
         buffers = set()
         for index in range(10, ids.shape[1]):
-            model.feed(ids[:, index : index + 1], cache)
+            decode_tokens(model, ids[:, index : index + 1], cache)
             buffers.add(cache.keys[0].data_ptr())
             assert cache.keys[0].shape[2] % CAPACITY_BUCKET == 0
     assert len(buffers) == 1

@@ -17,7 +17,7 @@ from torch._dynamo.utils import counters
 
 from memorag.memory.decoding import allocate_block, shared_round
 
-from .conftest import random_ids, tiny_memory_model
+from .conftest import decode_tokens, random_ids, tiny_memory_model
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
@@ -57,7 +57,7 @@ def test_prompts_that_read_nothing_in_a_round_leave_the_others_as_alone():
         for ids, read in zip(prompts, reads, strict=True):
             cache = model.new_cache(memory, reserve=64)
             model.feed(ids, cache)
-            states = [model.feed(tokens[:, r : r + 1], cache, keep_hidden=True)[0] for r in range(30) if read[r]]
+            states = [decode_tokens(model, tokens[:, r : r + 1], cache)[0] for r in range(30) if read[r]]
             expected.append(torch.cat(states, dim=1))
             states_alone.append(cache.state)
         model.compile_decoding(backend="eager")

@@ -363,12 +363,12 @@ def test_plain_texts_are_documents_and_empty_ones_are_refused():
 
 def _clues_eager_and_compiled(monkeypatch, setting: str, factory: str, stand_in) -> tuple:
     """The clues of one question with the eager memory model and with `setting="default"`, whose compiler
-    `memorag.memory.model.<factory>` is replaced by `stand_in(original)` (dynamo's eager backends stand in
+    `memorag.memory.core.<factory>` is replaced by `stand_in(original)` (dynamo's eager backends stand in
     for inductor, so the clues must be equal); the compiled pipeline and the graphs dynamo captured."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from memorag.memory import model as memory_model_module
+    from memorag.memory import core as memory_model_module
 
     monkeypatch.setattr(memory_model_module, factory, stand_in(getattr(memory_model_module, factory)))
     torch._dynamo.reset()

@@ -186,7 +186,7 @@ def test_compile_windows_trains_through_compiled_layers_with_the_eager_losses(tm
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from memorag.memory import model as memory_model_module
+    from memorag.memory import core as memory_model_module
 
     original = memory_model_module.CompiledLayers
     modes = []
