@@ -41,9 +41,10 @@ def load_memory_model(
 
     name = base or "embedded"
     path = resolve_lm(base)
-    released = is_released_config(AutoConfig.from_pretrained(path, trust_remote_code=False))
+    base_config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+    released = is_released_config(base_config)
     if released:
-        config = _released_config(name, path, memory_weights, config)
+        config = _released_config(name, base_config, memory_weights, config)
     else:
         memory_weights = memory_weights_for(base, memory_weights)  # a local folder (a hub id downloaded), or None
         config = _saved_config(memory_weights, config)
@@ -63,14 +64,12 @@ def load_memory_model(
     return model
 
 
-def _released_config(name: str, path: str, memory_weights, config: MemoryConfig | None) -> MemoryConfig:
+def _released_config(name: str, base_config, memory_weights, config: MemoryConfig | None) -> MemoryConfig:
     """The settings of a released checkpoint, or `config` when it has the same memory projections."""
-    from transformers import AutoConfig
-
     if memory_weights is not None and str(memory_weights).strip().lower() != "auto":
         raise ValueError(f"{name} is a released memory-model checkpoint that carries its own memory weights; "
                          "do not pass memory_weights with it")
-    trained = memory_config_from_released(released_settings(AutoConfig.from_pretrained(path, trust_remote_code=False)))
+    trained = memory_config_from_released(released_settings(base_config))
     if config is not None and config.memory_params != trained.memory_params:
         raise ValueError(f"config.memory_params={config.memory_params!r} but {name} holds {trained.memory_params!r} "
                          "memory projections; pass config=None to use its own settings")
