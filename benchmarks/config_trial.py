@@ -26,8 +26,9 @@ import dataclasses
 import inspect
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG_YAML = ROOT / "configs" / "debug.yaml"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memorag.datasets.lengths import LengthCounter, count_words
+from memorag.datasets.schema import CorpusTask, EvalExample
 from memorag.retrieval.chunking import Document
 
 logger = logging.getLogger(__name__)
@@ -270,21 +271,38 @@ class PoolDrawer:
         return self.remaining.pop() if self.remaining else None
 
 
-def corpus_meta(
-    source: str,
-    seed: int,
-    settings: dict[str, Any],
-    num_questions: int,
-    documents: Sequence[Document],
+@dataclass(frozen=True)
+class CorpusSource:
+    """Where a shared corpus comes from: its task name, the data set it is built from, the seed, and
+    the builder's own settings (recorded in the task's ``meta``)."""
+
+    name: str
+    source: str
+    seed: int
+    settings: dict[str, Any]
+
+
+def corpus_task(
+    origin: CorpusSource,
+    examples: list[EvalExample],
+    blocks: list[Block],
+    drawer: PoolDrawer,
     target: int | None,
-    used: float,
     counter: LengthCounter,
-) -> dict[str, Any]:
-    """The ``meta`` of a shared-corpus task; ``settings`` are the builder's own choices."""
-    return {
-        "source": source,
-        "seed": seed,
-        **settings,
+    rng: random.Random,
+    to_documents: Callable[[list[Block]], list[Document]],
+    num_questions: int,
+) -> CorpusTask:
+    """The shared corpus of ``examples``: ``blocks`` (their gold and own paragraphs) grown from
+    ``drawer`` to ``target`` (``None``: as they are), shuffled by ``rng``, made documents (with
+    the data set's links) by ``to_documents``."""
+    blocks, used = grow_corpus(blocks, drawer, target, counter)
+    rng.shuffle(blocks)
+    documents = to_documents(blocks)
+    meta = {
+        "source": origin.source,
+        "seed": origin.seed,
+        **origin.settings,
         "num_questions": num_questions,
         "num_documents": len(documents),
         "target_length": target,
@@ -292,6 +310,7 @@ def corpus_meta(
         "proxy": True,
         **counter.describe(),
     }
+    return CorpusTask(name=origin.name, documents=documents, examples=examples, meta=meta)
 
 
 def grow_corpus(

@@ -18,11 +18,11 @@ from typing import Any
 
 from memorag.datasets.assembly import (
     Block,
+    CorpusSource,
     PoolDrawer,
     check_placement,
-    corpus_meta,
+    corpus_task,
     fit_blocks,
-    grow_corpus,
     link_by_title_mentions,
 )
 from memorag.datasets.lengths import TOKENS_PER_WORD, LengthCounter
@@ -166,76 +166,58 @@ def hotpotqa_long_context(
     questions and distractors from rows 5,000 and above of the file, ``train`` from the rows
     below (for training and tuning), ``all`` from every row. ``meta["row"]`` is the question's row.
 
-    Each context holds the question's gold paragraphs (rendered ``title\\nparagraph``,
-    separated by blank lines), its own 8 distractor paragraphs (the hard
-    negatives of the distractor setting; ``include_own_distractors``), then
-    paragraphs of other questions drawn at random (distinct titles, none of
-    this question's) until ``target_tokens`` (``None``: no padding). The length
-    never exceeds the target, gold paragraphs are never dropped. ``placement``
-    puts the gold paragraphs at random positions (``"random"``) or together at
-    the ``"start"``, ``"middle"``, ``"end"`` or a depth in [0, 1].
+    Each context holds the question's gold paragraphs (rendered ``title\\nparagraph``, separated
+    by blank lines), its own 8 distractor paragraphs (the distractor setting's hard negatives;
+    ``include_own_distractors``), then paragraphs of other questions drawn at random (distinct
+    titles, none of this question's) until ``target_tokens`` (``None``: no padding). The length never
+    exceeds the target, gold paragraphs are never dropped. ``placement`` puts the gold paragraphs at
+    random positions (``"random"``) or together at the ``"start"``, ``"middle"``, ``"end"`` or a depth in [0, 1].
 
-    Gold evidence: one ``"document"`` span per gold paragraph (the whole
-    rendered block) and one ``"sentence"`` span per supporting fact. ``meta``
-    has ``doc_spans`` (every paragraph's id and span), the question type and
-    level, and the length. Seeded: the same arguments give the same examples.
-    Constructed setting, so ``proxy=True``; metric ``qa_f1_score``.
+    Gold evidence: one ``"document"`` span per gold paragraph (the whole rendered block) and one
+    ``"sentence"`` span per supporting fact. ``meta`` has ``doc_spans`` (every paragraph's id and
+    span), the question type and level, and the length. Seeded. Constructed: ``proxy=True``.
     """
     check_placement(placement)
     path_string = str(Path(path) if path is not None else hotpotqa_dev_path())
     records = load_hotpotqa_cached(path_string)
-    pool = _hotpotqa_pool(path_string, split)
-    counter = LengthCounter(tokenizer, tokens_per_word)
-    selected = _hotpotqa_select(records, num_questions, question_type, seed, split)
+    pool, counter = _hotpotqa_pool(path_string, split), LengthCounter(tokenizer, tokens_per_word)
     examples = []
-    for index in selected:
+    for index in _hotpotqa_select(records, num_questions, question_type, seed, split):
         record = records[index]
         rng = random.Random(f"hotpotqa-longctx:{seed}:{record['_id']}")
         gold, own = _hotpotqa_question_blocks(record)
         own = own if include_own_distractors else []
         rng.shuffle(own)
-        excluded = {title for title, _ in record["context"]}
-        built = fit_blocks(
-            [[block] for block in gold],
-            own,
-            PoolDrawer(pool, excluded, rng),
-            target_tokens,
-            counter,
-            placement,
-            rng,
-            with_title=True,
-        )
-        examples.append(
-            EvalExample(
-                id=str(record["_id"]),
-                task="hotpotqa_dev_longctx",
-                question=record["question"],
-                answers=[str(record["answer"])],
-                context=built.context,
-                documents=built.documents() if with_documents else None,
-                gold_evidence=built.gold_evidence(
-                    lambda block, start: _sentence_evidence(block, start, block.text_offset(True))
-                ),
-                metric="qa_f1_score",
-                meta={
-                    "source": _HOTPOTQA_SOURCE,
-                    "row": index,
-                    "split": split,
-                    "answer_prompt": {"name": "longbench:hotpotqa"},
-                    "type": record.get("type"),
-                    "level": record.get("level"),
-                    **built.meta(
-                        counter,
-                        target_tokens,
-                        seed=seed,
-                        placement=placement,
-                        gold_doc_ids=[block.doc_id for block in gold],
-                    ),
-                },
-                proxy=True,
-            )
-        )
+        drawer = PoolDrawer(pool, {title for title, _ in record["context"]}, rng)
+        built = fit_blocks([[b] for b in gold], own, drawer, target_tokens, counter, placement, rng, with_title=True)
+        examples.append(EvalExample(
+            id=str(record["_id"]),
+            task="hotpotqa_dev_longctx",
+            question=record["question"],
+            answers=[str(record["answer"])],
+            context=built.context,
+            documents=built.documents() if with_documents else None,
+            gold_evidence=built.gold_evidence(lambda b, start: _sentence_evidence(b, start, b.text_offset(True))),
+            metric="qa_f1_score",
+            meta={**_hotpotqa_meta(record, index, split),
+                  **built.meta(counter, target_tokens, seed=seed, placement=placement,
+                               gold_doc_ids=[block.doc_id for block in gold])},
+            proxy=True,
+        ))
     return examples
+
+
+def _hotpotqa_meta(record: dict[str, Any], row: int, split: str) -> dict[str, Any]:
+    """What every HotpotQA example records of its question: the source, its row and split, the
+    answer prompt the reference uses for it, its type and level."""
+    return {
+        "source": _HOTPOTQA_SOURCE,
+        "row": row,
+        "split": split,
+        "answer_prompt": {"name": "longbench:hotpotqa"},
+        "type": record.get("type"),
+        "level": record.get("level"),
+    }
 
 
 def hotpotqa_held_out(path: str | os.PathLike[str] | None = None) -> frozenset[str]:
@@ -297,15 +279,13 @@ def hotpotqa_corpus_task(
     """
     path_string = str(Path(path) if path is not None else hotpotqa_dev_path())
     records = load_hotpotqa_cached(path_string)
-    counter = LengthCounter(tokenizer, tokens_per_word)
     rng = random.Random(f"hotpotqa-corpus:{seed}")
     selected = _hotpotqa_select(records, num_questions, question_type, seed, split)
     chosen: dict[str, Block] = {}
     examples = []
     own_blocks: list[Block] = []
     for index in selected:
-        record = records[index]
-        gold, own = _hotpotqa_question_blocks(record)
+        gold, own = _hotpotqa_question_blocks(records[index])
         evidence: list[dict[str, Any]] = []
         for block in gold:
             kept = chosen.setdefault(block.doc_id, block)
@@ -314,40 +294,33 @@ def hotpotqa_corpus_task(
                 evidence.extend(_sentence_evidence(block, None, 0))
         if include_own_distractors:
             own_blocks.extend(own)
-        examples.append(
-            EvalExample(
-                id=str(record["_id"]),
-                task="hotpotqa_dev_corpus",
-                question=record["question"],
-                answers=[str(record["answer"])],
-                gold_evidence=evidence,
-                metric="qa_f1_score",
-                meta={
-                    "source": _HOTPOTQA_SOURCE,
-                    "row": index,
-                    "split": split,
-                    "answer_prompt": {"name": "longbench:hotpotqa"},
-                    "type": record.get("type"),
-                    "level": record.get("level"),
-                    "gold_doc_ids": [item["doc_id"] for item in evidence if item["kind"] == "document"],
-                },
-                proxy=True,
-            )
-        )
+        examples.append(_hotpotqa_corpus_example(records[index], index, split, evidence))
     for block in own_blocks:
         chosen.setdefault(block.doc_id, block)
-    blocks = list(chosen.values())
-    blocks, used = grow_corpus(
-        blocks, PoolDrawer(_hotpotqa_pool(path_string, split), set(chosen), rng), target_tokens, counter
+    return corpus_task(
+        CorpusSource("hotpotqa_dev_corpus", _HOTPOTQA_SOURCE, seed, {"split": split, "rows": [selected[0], selected[-1]]}),
+        examples, list(chosen.values()), PoolDrawer(_hotpotqa_pool(path_string, split), set(chosen), rng),
+        target_tokens, LengthCounter(tokenizer, tokens_per_word), rng,
+        functools.partial(_hotpotqa_documents, with_links), num_questions,
     )
-    rng.shuffle(blocks)
+
+
+def _hotpotqa_corpus_example(record: dict[str, Any], row: int, split: str, evidence: list[dict[str, Any]]) -> EvalExample:
+    return EvalExample(
+        id=str(record["_id"]),
+        task="hotpotqa_dev_corpus",
+        question=record["question"],
+        answers=[str(record["answer"])],
+        gold_evidence=evidence,
+        metric="qa_f1_score",
+        meta={**_hotpotqa_meta(record, row, split),
+              "gold_doc_ids": [item["doc_id"] for item in evidence if item["kind"] == "document"]},
+        proxy=True,
+    )
+
+
+def _hotpotqa_documents(with_links: bool, blocks: list[Block]) -> list[Document]:
+    """The corpus's paragraphs as documents, linked (``with_links``) to the documents whose titles
+    they mention."""
     documents = [Document(id=b.doc_id, text=b.text, title=b.title) for b in blocks]
-    if with_links:
-        documents = link_by_title_mentions(documents)
-    return CorpusTask(
-        name="hotpotqa_dev_corpus",
-        documents=documents,
-        examples=examples,
-        meta=corpus_meta(_HOTPOTQA_SOURCE, seed, {"split": split, "rows": [selected[0], selected[-1]]},
-                          num_questions, documents, target_tokens, used, counter),
-    )
+    return link_by_title_mentions(documents) if with_links else documents

@@ -17,11 +17,11 @@ from typing import Any
 
 from memorag.datasets.assembly import (
     Block,
+    CorpusSource,
     PoolDrawer,
     check_placement,
-    corpus_meta,
+    corpus_task,
     fit_blocks,
-    grow_corpus,
 )
 from memorag.datasets.lengths import TOKENS_PER_WORD, LengthCounter
 from memorag.datasets.packaged import load_squad
@@ -164,45 +164,24 @@ def squad_long_context(
             dataclasses.replace(b, gold=(k == paragraph_index))
             for k, b in enumerate(article_blocks[article_index])
         ]
-        group = (
-            article
-            if target_tokens is None
-            else _trim_article(article, paragraph_index, target_tokens, counter)
-        )
+        group = article if target_tokens is None else _trim_article(article, paragraph_index, target_tokens, counter)
         excluded = {block.doc_id for block in article_blocks[article_index]}
-        built = fit_blocks(
-            [group],
-            [],
-            PoolDrawer(pool, excluded, rng),
-            target_tokens,
-            counter,
-            placement,
-            rng,
-            with_title=False,
-        )
-        examples.append(
-            EvalExample(
-                id=str(qa["id"]),
-                task="squad_v2_dev_longctx",
-                question=qa["question"],
-                answers=_squad_answers(qa),
-                context=built.context,
-                documents=built.documents() if with_documents else None,
-                gold_evidence=built.gold_evidence(functools.partial(_answer_evidence, qa, built.context)),
-                metric="qa_f1_score",
-                meta={
-                    **_squad_meta(qa, articles[article_index]["title"]),
-                    **built.meta(
-                        counter,
-                        target_tokens,
-                        seed=seed,
-                        placement=placement,
-                        gold_doc_ids=[f"{articles[article_index]['title']}#p{paragraph_index}"],
-                    ),
-                },
-                proxy=True,
-            )
-        )
+        built = fit_blocks([group], [], PoolDrawer(pool, excluded, rng), target_tokens, counter, placement, rng,
+                           with_title=False)
+        title = articles[article_index]["title"]
+        examples.append(EvalExample(
+            id=str(qa["id"]),
+            task="squad_v2_dev_longctx",
+            question=qa["question"],
+            answers=_squad_answers(qa),
+            context=built.context,
+            documents=built.documents() if with_documents else None,
+            gold_evidence=built.gold_evidence(functools.partial(_answer_evidence, qa, built.context)),
+            metric="qa_f1_score",
+            meta={**_squad_meta(qa, title), **built.meta(counter, target_tokens, seed=seed, placement=placement,
+                                                          gold_doc_ids=[f"{title}#p{paragraph_index}"])},
+            proxy=True,
+        ))
     return examples
 
 
@@ -229,7 +208,6 @@ def squad_corpus_task(
     articles = load_squad(path)
     article_blocks = _squad_blocks(articles)
     pool = [block for blocks in article_blocks for block in blocks]
-    counter = LengthCounter(tokenizer, tokens_per_word)
     questions = _squad_questions(articles, answerable)
     rng = random.Random(f"squad-corpus:{seed}")
     chosen_questions = _squad_select(questions, num_questions, seed, answerable)
@@ -237,40 +215,41 @@ def squad_corpus_task(
     examples = []
     for question_index in chosen_questions:
         article_index, paragraph_index, qa = questions[question_index]
-        block = article_blocks[article_index][paragraph_index]
-        chosen.setdefault(block.doc_id, block)
-        examples.append(
-            EvalExample(
-                id=str(qa["id"]),
-                task="squad_v2_dev_corpus",
-                question=qa["question"],
-                answers=_squad_answers(qa),
-                gold_evidence=[{"kind": "document", "doc_id": block.doc_id, "title": block.title}]
-                + [
-                    {
-                        "kind": "answer",
-                        "doc_id": block.doc_id,
-                        "text": answer["text"],
-                        "doc_start": int(answer["answer_start"]),
-                        "doc_end": int(answer["answer_start"]) + len(answer["text"]),
-                    }
-                    for answer in qa.get("answers", [])
-                ],
-                metric="qa_f1_score",
-                meta={**_squad_meta(qa, articles[article_index]["title"]), "gold_doc_ids": [block.doc_id]},
-                proxy=True,
-            )
-        )
+        block = chosen.setdefault(article_blocks[article_index][paragraph_index].doc_id,
+                                  article_blocks[article_index][paragraph_index])
+        examples.append(_squad_corpus_example(qa, block, articles[article_index]["title"]))
     if target_tokens is None:
         for article_index in sorted({questions[q][0] for q in chosen_questions}):
             for block in article_blocks[article_index]:
                 chosen.setdefault(block.doc_id, block)
-    blocks, used = grow_corpus(
-        list(chosen.values()), PoolDrawer(pool, set(chosen), rng), target_tokens, counter
+    return corpus_task(
+        CorpusSource("squad_v2_dev_corpus", _SQUAD_SOURCE, seed, {"answerable": answerable}), examples,
+        list(chosen.values()), PoolDrawer(pool, set(chosen), rng), target_tokens,
+        LengthCounter(tokenizer, tokens_per_word), rng,
+        functools.partial(_squad_documents, article_blocks, with_links), num_questions,
     )
-    if target_tokens is None:
-        used = sum(counter.cost(block.rendered(True)) for block in blocks)
-    rng.shuffle(blocks)
+
+
+def _squad_corpus_example(qa: dict[str, Any], block: Block, article_title: str) -> EvalExample:
+    """A question of the shared corpus: its paragraph and answer spans as gold evidence."""
+    answers = [{"kind": "answer", "doc_id": block.doc_id, "text": answer["text"],
+                "doc_start": int(answer["answer_start"]), "doc_end": int(answer["answer_start"]) + len(answer["text"])}
+               for answer in qa.get("answers", [])]
+    return EvalExample(
+        id=str(qa["id"]),
+        task="squad_v2_dev_corpus",
+        question=qa["question"],
+        answers=_squad_answers(qa),
+        gold_evidence=[{"kind": "document", "doc_id": block.doc_id, "title": block.title}, *answers],
+        metric="qa_f1_score",
+        meta={**_squad_meta(qa, article_title), "gold_doc_ids": [block.doc_id]},
+        proxy=True,
+    )
+
+
+def _squad_documents(article_blocks: list[list[Block]], with_links: bool, blocks: list[Block]) -> list[Document]:
+    """The corpus's paragraphs as documents, each linked (``with_links``) to its neighbours in the
+    same article that are in the corpus."""
     present = {block.doc_id for block in blocks}
     documents = []
     for block in blocks:
@@ -281,18 +260,4 @@ def squad_corpus_task(
                 if 0 <= neighbour < len(article) and article[neighbour].doc_id in present:
                     links.append(article[neighbour].doc_id)
         documents.append(Document(id=block.doc_id, text=block.text, title=block.title, links=links))
-    return CorpusTask(
-        name="squad_v2_dev_corpus",
-        documents=documents,
-        examples=examples,
-        meta=corpus_meta(
-            _SQUAD_SOURCE,
-            seed,
-            {"answerable": answerable},
-            num_questions,
-            documents,
-            target_tokens,
-            used,
-            counter,
-        ),
-    )
+    return documents

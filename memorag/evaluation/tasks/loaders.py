@@ -338,6 +338,61 @@ def _loft_gold_ids(qrels: Any, where: str) -> list[str]:
     return [str(q[0]) for q in qrels]
 
 
+def _loft_corpus(corpus_path: Path) -> list[Document]:
+    """A LOFT ``corpus.jsonl``: one document per passage (its pid as id), each pid once."""
+    documents = []
+    seen: set[str] = set()
+    for line_number, record in read_jsonl_records(corpus_path, "LOFT corpus passages"):
+        where = f"{corpus_path}:{line_number}"
+        pid = str(_require(record, "pid", where, (str, int)))
+        title = _require(record, "title_text", where, str, optional=True) or ""
+        text = _require(record, "passage_text", where, str)
+        if not text.strip():
+            raise EvalDataError(
+                f"{where}: field 'passage_text' is empty; this LOFT dataset needs infilling "
+                "(run LOFT's preprocess.py, as its download.sh does)"
+            )
+        if pid in seen:
+            raise EvalDataError(f"{where}: duplicate pid {pid!r}")
+        seen.add(pid)
+        documents.append(Document(id=pid, text=text.strip(), title=title.strip()))
+    return documents
+
+
+def _loft_query(record: dict[str, Any], where: str, task_type: str, dataset: str, size: str,
+                pids: set[str], corpus_path: Path) -> EvalExample:
+    """One line of a LOFT ``{split}_queries.jsonl`` as an example: retrieval queries answer with
+    passage ids (``mrecall_at_k``), RAG queries with text (``subspan_em``)."""
+    qid = str(_require(record, "qid", where, (str, int)))
+    query = _require(record, "query_text", where, (str, list))
+    raw_answers = _require(record, "answers", where, list)
+    metadata = _require(record, "metadata", where, dict, optional=True) or {}
+    turns = query if isinstance(query, list) else None
+    question = "\n".join(str(turn) for turn in query) if turns else str(query).strip()
+    gold_ids = _loft_gold_ids(metadata.get("qrels", []), where)
+    if task_type == "retrieval":
+        answers = [str(item[0]) if isinstance(item, list) else str(item) for item in raw_answers]
+        metric, k = "mrecall_at_k", LOFT_PRIMARY_K.get(dataset, 1)
+    else:
+        flat = [x for answer in raw_answers for x in (answer if isinstance(answer, list) else [answer])]
+        answers = _string_list(flat, "answers", where)
+        metric, k = "subspan_em", None
+    missing = [pid for pid in gold_ids if pid not in pids]
+    if missing:
+        raise EvalDataError(f"{where}: qrels name pids not in {corpus_path}: {missing[:5]}")
+    return EvalExample(
+        id=qid,
+        task=f"loft_{task_type}_{dataset}_{size}",
+        question=question,
+        answers=answers,
+        gold_evidence=[{"kind": "document", "doc_id": str(q[0]), "relevance": q[1] if len(q) > 1 else 1}
+                       for q in metadata.get("qrels", [])],
+        metric=metric,
+        meta={"k": k, "gold_doc_ids": gold_ids, "turns": turns, "multi_value": dataset in LOFT_MULTI_VALUE_RAG,
+              "original": record},
+    )
+
+
 def load_loft(
     directory: str | os.PathLike[str], split: str = "dev", *, task_type: str | None = None
 ) -> CorpusTask:
@@ -365,63 +420,11 @@ def load_loft(
             "pass task_type='retrieval' or 'rag' if the folder layout differs"
         )
     corpus_path = folder / "corpus.jsonl"
-    documents = []
-    seen: set[str] = set()
-    for line_number, record in read_jsonl_records(corpus_path, "LOFT corpus passages"):
-        where = f"{corpus_path}:{line_number}"
-        pid = str(_require(record, "pid", where, (str, int)))
-        title = _require(record, "title_text", where, str, optional=True) or ""
-        text = _require(record, "passage_text", where, str)
-        if not text.strip():
-            raise EvalDataError(
-                f"{where}: field 'passage_text' is empty; this LOFT dataset needs infilling "
-                "(run LOFT's preprocess.py, as its download.sh does)"
-            )
-        if pid in seen:
-            raise EvalDataError(f"{where}: duplicate pid {pid!r}")
-        seen.add(pid)
-        documents.append(Document(id=pid, text=text.strip(), title=title.strip()))
+    documents = _loft_corpus(corpus_path)
+    pids = {document.id for document in documents}
     queries_path = folder / f"{split}_queries.jsonl"
-    examples = []
-    for line_number, record in read_jsonl_records(queries_path, "LOFT queries"):
-        where = f"{queries_path}:{line_number}"
-        qid = str(_require(record, "qid", where, (str, int)))
-        query = _require(record, "query_text", where, (str, list))
-        raw_answers = _require(record, "answers", where, list)
-        metadata = _require(record, "metadata", where, dict, optional=True) or {}
-        turns = query if isinstance(query, list) else None
-        question = "\n".join(str(turn) for turn in query) if turns else str(query).strip()
-        gold_ids = _loft_gold_ids(metadata.get("qrels", []), where)
-        if task_type == "retrieval":
-            answers = [str(item[0]) if isinstance(item, list) else str(item) for item in raw_answers]
-            metric, k = "mrecall_at_k", LOFT_PRIMARY_K.get(dataset, 1)
-        else:
-            flat = [x for answer in raw_answers for x in (answer if isinstance(answer, list) else [answer])]
-            answers = _string_list(flat, "answers", where)
-            metric, k = "subspan_em", None
-        missing = [pid for pid in gold_ids if pid not in seen]
-        if missing:
-            raise EvalDataError(f"{where}: qrels name pids not in {corpus_path}: {missing[:5]}")
-        examples.append(
-            EvalExample(
-                id=qid,
-                task=f"loft_{task_type}_{dataset}_{size}",
-                question=question,
-                answers=answers,
-                gold_evidence=[
-                    {"kind": "document", "doc_id": str(q[0]), "relevance": q[1] if len(q) > 1 else 1}
-                    for q in metadata.get("qrels", [])
-                ],
-                metric=metric,
-                meta={
-                    "k": k,
-                    "gold_doc_ids": gold_ids,
-                    "turns": turns,
-                    "multi_value": dataset in LOFT_MULTI_VALUE_RAG,
-                    "original": record,
-                },
-            )
-        )
+    examples = [_loft_query(record, f"{queries_path}:{line_number}", task_type, dataset, size, pids, corpus_path)
+                for line_number, record in read_jsonl_records(queries_path, "LOFT queries")]
     _check_not_empty(examples, queries_path, "LOFT queries")
     return CorpusTask(
         name=f"loft_{task_type}_{dataset}_{size}",
