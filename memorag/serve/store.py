@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from memorag.embedded import describe_memory_weights
+from memorag.io import interrupted_targets
+from memorag.locking import recover_save
 from memorag.memtrim import release_memory
 from memorag.pipeline import (
     Answer,
@@ -144,6 +146,8 @@ class CorpusStore:
         return is_saved_pipeline(self.path(name))
 
     def names(self) -> list[str]:
+        for missing in interrupted_targets(self.root):  # a corpus whose writer died while putting it in place
+            recover_save(missing)
         return sorted(entry.name for entry in self.root.iterdir()
                       if NAME_PATTERN.fullmatch(entry.name) and is_saved_pipeline(entry))
 
