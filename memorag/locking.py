@@ -7,7 +7,10 @@ The lock is `fcntl.flock` on `.NAME.lock` in the folder's parent (the save folde
 replaced by a rename, so the lock cannot live inside it). The holder writes who it is into the
 lock file, so a writer that has to wait can name it. The operating system drops the lock when
 its holder exits, even by `kill -9`, so a dead writer never blocks the next one; that next
-writer removes the temporary folders (`.NAME.XXXXXXXX.tmp` / `.old`) the dead one left. The
+writer first restores the save if the dead one was killed half-way through swapping it in
+(`memorag.io.recover_swap`), then removes the temporary folders (`.NAME.XXXXXXXX.tmp` /
+`.old`) it left. A reader that finds a save missing calls `recover_save`, which does the same
+restoring under the lock. The
 lock file is never deleted (deleting it would let two writers lock two different files).
 Taking the lock again in the process that holds it is allowed (the lock is re-entrant).
 """
@@ -19,13 +22,14 @@ import errno
 import fcntl
 import json
 import os
-import re
 import shutil
 import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from memorag.io import interrupted_swaps, recover_swap, temporary_pattern
 
 # How often a waiting writer retries, and how often it says that it is still waiting.
 POLL_SECONDS = 0.2
@@ -63,13 +67,16 @@ def _describe_holder(handle) -> str:
 def stale_temporaries(directory: str | os.PathLike[str]) -> list[Path]:
     """Temporary folders a writer of `directory` leaves while it works (`.NAME.XXXXXXXX.tmp/.old`).
 
-    Only call this while holding the save's lock: then no live writer owns them."""
+    Only call this while holding the save's lock: then no live writer owns them. While the
+    save itself is missing, an `.old` folder holding the previous save is not one of them
+    (it is the only complete copy; `recover_swap` puts it back)."""
     target = Path(os.path.abspath(directory))
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.(tmp|old)")
+    pattern = temporary_pattern(target)
     if not target.parent.is_dir():
         return []
+    keep = set() if target.exists() else {previous.parent for previous in interrupted_swaps(target)}
     return sorted(path for path in target.parent.iterdir() if pattern.fullmatch(path.name) and path.is_dir()
-                  and not path.is_symlink())
+                  and not path.is_symlink() and path not in keep)
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -129,6 +136,10 @@ def save_lock(
         handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
                                  "command": " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3])[:120]}))
         handle.flush()
+        restored = recover_swap(directory)
+        if restored is not None:
+            notify(f"restored {directory} from {restored.parent.name}, left by a writer that was killed while "
+                   "putting its save in place")
         for stale in stale_temporaries(directory):
             size = _folder_bytes(stale)
             shutil.rmtree(stale, ignore_errors=True)
@@ -143,3 +154,15 @@ def save_lock(
             handle.flush()
     finally:
         handle.close()  # closing drops the lock
+
+
+def recover_save(directory: str | os.PathLike[str], wait: float = 60.0,
+                 notify: Callable[[str], None] | None = None) -> bool:
+    """For a reader: if save folder `directory` is missing because its writer was killed while
+    swapping it in, restore the previous save (under the writer's lock, so no live writer is
+    disturbed); returns whether there was one to restore. Cheap when the save is there."""
+    target = Path(directory)
+    if target.exists() or not interrupted_swaps(target):
+        return False
+    with save_lock(target, wait, notify=notify):  # taking the lock restores it
+        return target.exists()

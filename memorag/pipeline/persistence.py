@@ -10,7 +10,9 @@ so a part swapped with the same part of another save is refused, naming the part
 
 Writers take the save's lock (`memorag.locking.save_lock`) before reading the old save and
 keep it until the new one is in place; a save folder holding a file the save does not own
-is never written over.
+is never written over. The new save is swapped in so that a writer killed at any instant
+leaves the old save or the new one (`memorag.io.swap_directory`); readers restore a save
+whose writer died half-way through a two-rename swap before they read it.
 
 The corpus writes and reads its own part (documents, chunks, index, memory:
 `MemorizedCorpus.save` and `.load`); this module adds the manifest around it, the lock, and
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from memorag.config import config_from_dict, config_to_dict
 from memorag.embedded import is_memory_weights_id, is_memory_weights_name
 from memorag.io import atomic_directory, atomic_write_text, is_saved, read_json_manifest, sha256_file
-from memorag.locking import save_lock
+from memorag.locking import recover_save, save_lock
 from memorag.memory.config import MemoryConfig
 from memorag.pipeline.corpus import CHUNKS, DOCUMENTS, INDEX, MEMORY, REMEDY, MemorizedCorpus
 from memorag.pipeline.helpers import label_embedder, label_lm
@@ -226,6 +228,9 @@ def open_index(path: Path, kind: str, embedder: Callable[[], Any], embedder_name
 
 
 def is_saved_pipeline(directory: str | os.PathLike[str]) -> bool:
+    """Whether `directory` holds a saved pipeline (restoring it first if its writer was killed
+    while putting it in place: `memorag.locking.recover_save`)."""
+    recover_save(directory)
     return is_saved(directory, MANIFEST, FORMAT)
 
 
@@ -273,6 +278,7 @@ def foreign_files(directory: Path) -> list[str]:
 
 def read_manifest(directory: Path) -> dict:
     """The verified manifest of a saved pipeline: format, version, seal, and every file's checksum."""
+    recover_save(directory)
     path = directory / MANIFEST
     if not directory.is_dir() or not path.is_file():
         raise SaveFormatError(

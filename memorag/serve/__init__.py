@@ -3,7 +3,7 @@
 Modules: `store` (the corpora and the shared models), `worker` (one thread for all model
 work, jobs cancelled at safe points), `guard` (Host, Origin, API key, content type and
 body size, before any route), `limits` (what one request may ask), `bodies` (request
-bodies checked before any model work), `responses` (error replies without internals),
+bodies checked before any model work), `responses` (error replies without internals), `uploads` (uploaded files read off the event loop),
 `app` (the Starlette routes, server-sent events), `command` (the `memorag serve`
 command). Needs the `[serve]` extra (starlette, uvicorn).
 """

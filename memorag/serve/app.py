@@ -17,7 +17,8 @@ the answer ({"text": ...}), and last `answer` (the whole `Answer`) or `error`; w
 error's status; one that fails later ends its stream with an `error` event.
 
 All model work runs as jobs on one worker thread (`ModelWorker`), so requests queue up
-and the models load once. While a request waits for its job the app listens for its
+and the models load once; uploaded files are read on a thread of their own
+(`UploadReader`), so neither the event loop nor other clients' questions wait for them. While a request waits for its job the app listens for its
 client: a client that leaves has its job dropped before it starts, or stopped at the
 next safe point (the next token, window or batch) if it has started.
 """
@@ -37,11 +38,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memorag.pipeline import SaveFormatError
-from memorag.serve.bodies import documents_from, field, parse_body, query_from
+from memorag.serve.bodies import Upload, documents_from, field, parse_body, query_from
 from memorag.serve.guard import AccessPolicy, Guard, clip
 from memorag.serve.limits import ServeLimits
 from memorag.serve.responses import error_body, error_response, error_status, sse
 from memorag.serve.store import CorpusNotFoundError, CorpusStore, check_name
+from memorag.serve.uploads import UploadReader
 from memorag.serve.worker import Job, JobCancelled, ModelWorker
 
 logger = logging.getLogger("memorag.serve")
@@ -70,6 +72,7 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
     limits = limits or ServeLimits()
     policy = policy or AccessPolicy.for_address("127.0.0.1", limits.max_body_bytes)
     worker = worker or ModelWorker(limits.job_timeout)
+    uploads = UploadReader(limits.job_timeout)
     for module in store.model_modules():
         worker.watch(module)
 
@@ -124,6 +127,8 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
         body = await read_body(request)
         documents = documents_from(body)
         overwrite = field(body, "overwrite", bool, default=False)
+        if documents and isinstance(documents[0], Upload):
+            documents = await uploads.read(documents)
         report = await run_job(request, store.memorize, name, documents, overwrite, limits.max_memorize_tokens)
         return JSONResponse({**report.to_dict(), "corpus": store.describe(name)})
 
@@ -240,6 +245,7 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         await asyncio.to_thread(worker.shutdown)
+        await asyncio.to_thread(uploads.shutdown)
 
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan,
                     middleware=[Middleware(Guard, policy=policy)])

@@ -10,9 +10,8 @@ values are cut short (`guard.clip`).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from memorag.pipeline import InputError
@@ -91,9 +90,10 @@ def query_from(body: dict[str, Any], limits: ServeLimits) -> str:
     return query
 
 
-def documents_from(body: dict[str, Any]) -> list[Document]:
-    """The documents of a memorize body: `text` (one document), `documents` ({id, title, text}) or
-    `files` ({name, base64}: PDF, Word, HTML, Markdown or text files, read here)."""
+def documents_from(body: dict[str, Any]) -> list[Document] | list[Upload]:
+    """The documents of a memorize body: `text` (one document), `documents` ({id, title, text}),
+    or `files` ({name, base64}: PDF, Word, HTML, Markdown or text files), returned as uploads
+    still to be read (`memorag.serve.uploads`, off the event loop)."""
     text = field(body, "text", str)
     items = field(body, "documents", list)
     files = field(body, "files", list)
@@ -101,7 +101,7 @@ def documents_from(body: dict[str, Any]) -> list[Document]:
         raise InputError("send either 'text' (a string), 'documents' (a list of {id, title, text}) or 'files' "
                          "(a list of {name, base64})")
     if files is not None:
-        return files_from(files)
+        return uploads_from(files)
     if text is not None:
         if not text.strip():
             raise InputError("the text is empty; give a text with some content")
@@ -124,32 +124,25 @@ def documents_from(body: dict[str, Any]) -> list[Document]:
     return documents
 
 
-def files_from(items: list[Any]) -> list[Document]:
-    """Documents from uploaded files ({name, base64}), each read from its bytes (`memorag.documents`);
-    any file that cannot be read refuses the request, naming each such file and its fix."""
-    from memorag.documents import DocumentReadError, extract
+@dataclass(frozen=True)
+class Upload:
+    """A file of a memorize body, its name checked, its bytes still in base64 (decoded when read)."""
 
+    name: str
+    base64: str
+    position: int
+
+
+def uploads_from(items: list[Any]) -> list[Upload]:
+    """The files ({name, base64}) of a memorize body, their names and types checked."""
     if not items:
         raise InputError("nothing to memorize: the list of files is empty")
-    documents, problems = [], []
+    uploads = []
     for position, item in enumerate(items):
         if not isinstance(item, dict):
             raise InputError(f"files[{position}] must be an object with 'name' and 'base64'")
         name = field(item, "name", str, required=True)
         if not name.strip() or "/" in name or "\\" in name:
             raise InputError(f"files[{position}] needs a file name without folders, not {clip(name)!r}")
-        try:
-            data = base64.b64decode(field(item, "base64", str, required=True), validate=True)
-        except binascii.Error as error:
-            raise InputError(f"files[{position}] ({clip(name)}): 'base64' is not base64 ({error})") from error
-        try:
-            _, extracted = extract(data, name)
-        except DocumentReadError as problem:
-            problems.append(str(problem))
-            continue
-        documents.append(Document(id=name, title=name, text=extracted.text, source=name,
-                                  page_starts=extracted.page_starts, headings=extracted.headings))
-    if problems:
-        raise InputError(problems[0] if len(problems) == 1 else
-                         f"{len(problems)} files cannot be read: " + " | ".join(problems))
-    return documents
+        uploads.append(Upload(name, field(item, "base64", str, required=True), position))
+    return uploads

@@ -2,7 +2,8 @@
 
 Errors are JSON, `{"error": MESSAGE, "type": NAME}`: the command line's message for bad
 input (400), 401/403/413/415 from the guard and the limits, 404 for an unknown corpus,
-409 for a conflicting document, 503 for a job that was stopped (time limit, shutdown),
+409 for a conflicting document, 503 for a job that was stopped (time limit, shutdown) or a
+corpus another process went on writing past the wait,
 500 otherwise. No message carries a path of the server's machine (the store's own folder
 is named by the corpus path inside it) or a traceback (those go to the server's log); an
 unexpected failure is named only by its type.
@@ -19,6 +20,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from memorag.errors import is_usage_error
+from memorag.locking import SaveLockedError
 from memorag.pipeline import DocumentConflictError
 from memorag.serve.guard import RequestRefused, clip
 from memorag.serve.store import CorpusNotFoundError, WorkTooLargeError
@@ -35,7 +37,7 @@ def error_status(error: BaseException) -> int:
         return error.status
     if isinstance(error, WorkTooLargeError):
         return 413
-    if isinstance(error, JobCancelled):
+    if isinstance(error, JobCancelled | SaveLockedError):  # stopped, or another replica writes the corpus
         return 503
     if isinstance(error, CorpusNotFoundError):
         return 404

@@ -10,6 +10,14 @@ from its folder when asked again, and its memory is returned to the system
 
 The store is not thread-safe by itself: `memorag.serve.app` runs every call that
 touches models or pipelines on one worker thread.
+
+Several stores (server replicas, in processes of their own) may share one folder. A pipeline
+kept in memory is used only while its save is the one it was loaded from (the manifest's
+inode, size and time: every save writes a new manifest), else it is loaded again, so a corpus
+written through one replica is answered by the others at once. A memorize holds the corpus's
+writer lock (`memorag.locking.save_lock`, across processes) from reading the saved corpus to
+putting the new save in place, so two replicas adding to one corpus both end in it; a delete
+holds it too. A replica killed mid-write leaves the save whole (`memorag.io.swap_directory`).
 """
 
 from __future__ import annotations
@@ -24,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from memorag.embedded import describe_memory_weights
+from memorag.io import interrupted_targets
+from memorag.locking import recover_save, save_lock
 from memorag.memtrim import release_memory
 from memorag.pipeline import (
+    MANIFEST,
     Answer,
     Evidence,
     InputError,
@@ -60,21 +71,32 @@ def check_name(name: str) -> str:
     return name
 
 
+def save_stamp(path: Path) -> tuple[int, ...] | None:
+    """What tells one save of a corpus from the next: its manifest's inode, size and time."""
+    try:
+        manifest = (path / MANIFEST).stat()
+    except FileNotFoundError:
+        return None
+    return manifest.st_ino, manifest.st_size, manifest.st_mtime_ns
+
+
 class CorpusStore:
-    """Corpora saved under `root`, asked through pipelines that share one set of models."""
+    """Corpora saved under `root`, asked through pipelines that share one set of models;
+    `lock_wait`: seconds a write waits for another process writing the same corpus."""
 
     def __init__(self, root: str | os.PathLike[str], settings: dict[str, Any] | None = None, *,
                  max_loaded: int = 4, memory_model=None, embedder=None, embedder_name: str | None = None,
-                 generator=None):
+                 generator=None, lock_wait: float = 300.0):
         if max_loaded < 1:
             raise ValueError(f"max_loaded={max_loaded} must be at least 1")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.settings = dict(settings or {})
         self.max_loaded = max_loaded
+        self.lock_wait = lock_wait
         self._models = MemoRAG(memory_model=memory_model, embedder=embedder, embedder_name=embedder_name,
                                generator=generator, **self.settings)
-        self._loaded: OrderedDict[str, MemoRAG] = OrderedDict()
+        self._loaded: OrderedDict[str, tuple[MemoRAG, tuple[int, ...] | None]] = OrderedDict()
         self._loaded_lock = threading.Lock()  # `loaded` is read by the event loop while the worker changes it
 
     # -- models -----------------------------------------------------------------------------------
@@ -144,6 +166,8 @@ class CorpusStore:
         return is_saved_pipeline(self.path(name))
 
     def names(self) -> list[str]:
+        for missing in interrupted_targets(self.root):  # a corpus whose writer died while putting it in place
+            recover_save(missing)
         return sorted(entry.name for entry in self.root.iterdir()
                       if NAME_PATTERN.fullmatch(entry.name) and is_saved_pipeline(entry))
 
@@ -163,22 +187,25 @@ class CorpusStore:
 
     def pipeline(self, name: str) -> MemoRAG:
         """The corpus's pipeline: from memory, else loaded (and verified) from its folder."""
+        path = self._existing(name)
+        stamp = save_stamp(path)
         with self._loaded_lock:
-            if name in self._loaded:
+            if name in self._loaded and self._loaded[name][1] == stamp:
                 self._loaded.move_to_end(name)
-                return self._loaded[name]
-        rag = MemoRAG.load(self._existing(name), **self._shared(), **self._free_settings())
-        self._keep(name, rag)
+                return self._loaded[name][0]
+        self.drop(name)  # another replica saved it since it was loaded here
+        rag = MemoRAG.load(path, **self._shared(), **self._free_settings())
+        self._keep(name, rag, stamp)
         return rag
 
     def _free_settings(self) -> dict[str, Any]:
         """Settings a load takes from this server (identity settings are checked against the save)."""
         return {key: value for key, value in self.settings.items() if key not in ("memory_model", "embedder", "generator")}
 
-    def _keep(self, name: str, rag: MemoRAG) -> None:
+    def _keep(self, name: str, rag: MemoRAG, stamp: tuple[int, ...] | None) -> None:
         evicted = False
         with self._loaded_lock:
-            self._loaded[name] = rag
+            self._loaded[name] = (rag, stamp)
             self._loaded.move_to_end(name)
             while len(self._loaded) > self.max_loaded:
                 self._loaded.popitem(last=False)
@@ -191,23 +218,25 @@ class CorpusStore:
         """Add `documents` to the corpus (made if new, or replaced with `overwrite`) and save it.
 
         `max_tokens`: refuse (`WorkTooLargeError`) documents holding more tokens, before any model work.
+        Holds the corpus's writer lock throughout, so another process's save is read, not lost.
         If anything fails or the job is cancelled, the corpus stays as last saved."""
         if max_tokens is not None:
             self.check_size(documents, max_tokens)
         path = self.path(name)
-        if overwrite or not is_saved_pipeline(path):
-            self.drop(name)
-            rag = MemoRAG(self._models.config, **self._shared())
-        else:
-            rag = self.pipeline(name)
-        try:
-            report = rag.memorize(documents, show_progress=False)
-            if report.added:
-                rag.save(path)
-        except BaseException:
-            self.drop(name)  # a half-built index or the unsaved new state; the save on disk is whole (atomic)
-            raise
-        self._keep(name, rag)
+        with save_lock(path, self.lock_wait):
+            if overwrite or not is_saved_pipeline(path):
+                self.drop(name)
+                rag = MemoRAG(self._models.config, **self._shared())
+            else:
+                rag = self.pipeline(name)
+            try:
+                report = rag.memorize(documents, show_progress=False)
+                if report.added:
+                    rag.save(path)
+            except BaseException:
+                self.drop(name)  # a half-built index or the unsaved new state; the save on disk is whole (atomic)
+                raise
+            self._keep(name, rag, save_stamp(path))
         release_memory()
         return report
 
@@ -241,8 +270,9 @@ class CorpusStore:
     def delete(self, name: str) -> None:
         """Remove the corpus, in memory and on disk."""
         path = self._existing(name)
-        self.drop(name)
-        shutil.rmtree(path)
+        with save_lock(path, self.lock_wait):
+            self.drop(name)
+            shutil.rmtree(path)
 
     @property
     def loaded(self) -> list[str]:
