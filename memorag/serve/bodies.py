@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from memorag.pipeline import InputError
@@ -80,6 +81,18 @@ def field(body: dict[str, Any], name: str, kind: type, default: Any = None, requ
     return value
 
 
+def query_int(params: Mapping[str, str], name: str, default: int | None = None, required: bool = False) -> int | None:
+    """The whole number `name` of a URL's query string (absent gives `default`)."""
+    value = params.get(name)
+    if value is None or value == "":
+        if required:
+            raise InputError(f"the request needs ?{name}= (a whole number)")
+        return default
+    if not value.isdigit() or len(value) > 12:
+        raise InputError(f"?{name}={clip(value, 20)!r} is not a whole number of at most 12 digits")
+    return int(value)
+
+
 def query_from(body: dict[str, Any], limits: ServeLimits) -> str:
     """The request's query, refused when empty or longer than `max_query_chars`."""
     query = field(body, "query", str, required=True)
@@ -145,11 +158,28 @@ def files_from(items: list[Any]) -> list[Document]:
         try:
             _, extracted = extract(data, name)
         except DocumentReadError as problem:
-            problems.append(str(problem))
+            problems.append(problem)
             continue
         documents.append(Document(id=name, title=name, text=extracted.text, source=name,
                                   page_starts=extracted.page_starts, headings=extracted.headings))
     if problems:
-        raise InputError(problems[0] if len(problems) == 1 else
-                         f"{len(problems)} files cannot be read: " + " | ".join(problems))
+        raise UnreadableFilesError(problems)
     return documents
+
+
+class UnreadableFilesError(InputError):
+    """Uploaded files that cannot be read; `files` names each with its problem and fix (for the reply's `files`)."""
+
+    def __init__(self, problems: list[Any]):
+        self.files = [{"name": problem.path, "error": f"{problem.problem}; {problem.fix}"} for problem in problems]
+        super().__init__(str(problems[0]) if len(problems) == 1 else
+                         f"{len(problems)} files cannot be read: " + " | ".join(map(str, problems)))
+
+
+def originals_from(body: dict[str, Any]) -> dict[str, bytes]:
+    """The PDF files of a memorize body already read by `documents_from`, by document id (their file
+    name), to keep for showing their pages (`memorag.serve.originals`)."""
+    from memorag.serve.originals import is_kept
+
+    items = field(body, "files", list) or []
+    return {item["name"]: base64.b64decode(item["base64"]) for item in items if is_kept(item["name"])}
