@@ -96,19 +96,22 @@ def test_an_uploaded_pdf_streams_progress_and_its_cited_page_is_rendered_marked(
     plain = httpx.get(f"{url}/corpora/docs/page", params={"doc": "book.pdf", "page": 2, "width": 600}, timeout=60)
     assert plain.headers["x-marked-boxes"] == "0" and png_pixels(plain.content).shape == pixels.shape
 
-    section = httpx.get(f"{url}/corpora/docs/passage", params={"doc": "guide.md", "start": 10, "end": 30}).json()
+    section = httpx.get(f"{url}/corpora/docs/passage", params={"doc": "guide.md", "start": 10, "end": 30},
+                        timeout=60).json()
     assert section["section"] == ["Guide"] and section["page_images"] is False
     for params, status in [({**where, "page": 9}, 400), ({**where, "page": 2, "width": 50_000}, 400),
                            ({**where, "page": "two"}, 400), ({"doc": "guide.md", "page": 1}, 404),
                            ({"doc": "nothing.pdf", "page": 1}, 404), ({**where, "end": 10**9, "page": 2}, 400)]:
         response = httpx.get(f"{url}/corpora/docs/page", params=params, timeout=60)
         assert response.status_code == status, (params, response.text)
-    assert httpx.get(f"{url}/corpora/docs/passage", params={"doc": "book.pdf", "start": 5}).status_code == 400
+    assert httpx.get(f"{url}/corpora/docs/passage", params={"doc": "book.pdf", "start": 5},
+                     timeout=60).status_code == 400
 
     files = [upload("other.pdf", pdf_bytes([topic(4)]))]
-    assert httpx.post(f"{url}/corpora/docs/memorize", json={"files": files, "overwrite": True}).status_code == 200
+    assert httpx.post(f"{url}/corpora/docs/memorize", json={"files": files, "overwrite": True},
+                      timeout=60).status_code == 200
     assert store.originals.read("docs", "book.pdf") is None and store.originals.read("docs", "other.pdf")
-    assert httpx.delete(f"{url}/corpora/docs").status_code == 200
+    assert httpx.delete(f"{url}/corpora/docs", timeout=60).status_code == 200
     assert not store.originals.folder("docs").exists()
 
 

@@ -191,7 +191,9 @@ function renderEvidence(run, evidence, clues) {
     const cite = el("button", { type: "button", class: "cite", onclick: () => openSource(run.dataset.corpus, item) },
       item.citation || item.doc_id);
     const score = el("span", { class: "score", title: "retrieval score" }, Number(item.score).toFixed(3));
-    const by = el("span", { class: "fetched-by" }, ...fetchedBy(item, clues));
+    const chips = fetchedBy(item, clues);
+    const by = el("span", { class: "fetched-by" }, chips.length ? el("span", { class: "muted" }, "fetched by") : null,
+      ...chips);
     return el("li", {}, el("div", { class: "evidence-head" }, cite, score, by), el("p", { class: "passage" }, item.text));
   }));
 }
@@ -253,6 +255,7 @@ async function ask(event) {
     run.dataset.corpus = corpus;
     run.dataset.mode = mode;
     run.querySelector(".run-mode").textContent = mode;
+    run.querySelector(".run-state").textContent = "queued";
     return run;
   });
   $("runs").replaceChildren(...runs);
@@ -271,7 +274,7 @@ async function showPage(corpus, item, page) {
   const status = $("viewer-page-status");
   status.textContent = `rendering page ${page}…`;
   const query = new URLSearchParams({ doc: item.doc_id, page, start: item.start_char, end: item.end_char,
-    width: Math.min(1400, Math.max(400, Math.round($("viewer").clientWidth * devicePixelRatio))) });
+    width: Math.min(1400, Math.max(400, Math.round($("viewer-page").clientWidth * devicePixelRatio))) });
   const response = await fetch(`/corpora/${encodeURIComponent(corpus)}/page?${query}`, { headers: headers(false) });
   if (!response.ok) {
     status.textContent = (await failure(response)).message;
@@ -304,6 +307,7 @@ async function openSource(corpus, item) {
   viewer.hidden = false;
   $("viewer-citation").textContent = item.citation || item.doc_id;
   $("page-image").hidden = true;
+  viewer.classList.remove("with-page");
   $("viewer-pages").replaceChildren();
   $("viewer-page-status").textContent = "";
   $("viewer-text").replaceChildren("loading…");
@@ -311,6 +315,7 @@ async function openSource(corpus, item) {
     const query = new URLSearchParams({ doc: item.doc_id, start: item.start_char, end: item.end_char });
     const context = await api(`/corpora/${encodeURIComponent(corpus)}/passage?${query}`);
     showText(context);
+    viewer.classList.toggle("with-page", context.page_images);
     if (context.page_images) {
       const pages = [];
       for (let page = context.page; page <= (context.last_page || context.page); page += 1) pages.push(page);
