@@ -1,7 +1,8 @@
 """The evidence inspector in a real browser: Debian's chromium, headless, driven over the DevTools
 protocol (tests/serve/browser.py), against `memorag serve` on 127.0.0.1 over tiny fake models.
-Upload a PDF and a text that holds markup, ask in two modes, watch the answer stream, open a
-citation and see its page with the passage marked. Skipped when no chromium is installed."""
+Upload files that cannot be read and see each refused by name; upload a PDF and a text that holds
+markup, ask in two modes, watch the answer stream, open a citation and see its page with the
+passage marked. Skipped when no chromium is installed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 
 import pytest
 
-from tests.documents.builders import pdf_bytes
+from tests.documents.builders import pdf_bytes, scanned_pdf_bytes
 from tests.serve.browser import Chromium, find_chromium
 from tests.serve.conftest import FakeSlowGenerator, fake_store, serving, topic
 
@@ -38,11 +39,21 @@ def test_upload_ask_stream_and_open_a_cited_page(tmp_path):
     book, planted = tmp_path / "book.pdf", tmp_path / "planted.txt"
     book.write_bytes(pdf_bytes([topic(0), topic(1, 80), topic(2)]))
     planted.write_text(PLANTED)
+    scan, photo = tmp_path / "scan.pdf", tmp_path / "photo.png"
+    scan.write_bytes(scanned_pdf_bytes())
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(40))
     store = fake_store(tmp_path / "store", generator=FakeSlowGenerator(pieces=8, delay=0.1))
     with serving(store) as url, Chromium.start() as browser, browser.open(f"{url}/") as page:
         page.resize(1400, 1000)
         page.wait_for("document.body?.dataset.ready === 'true'")
         page.evaluate("document.getElementById('corpus-name').value = 'books'")
+        page.set_files("#files", [scan, photo])
+        click(page, "#memorize")
+        page.wait_for("document.getElementById('memorize-status').textContent.startsWith('Refused')")
+        refusals = page.evaluate("[...document.querySelectorAll('#refusals li')].map(li => li.textContent)")
+        assert [line.split(":")[0] for line in refusals] == ["scan.pdf", "photo.png"], refusals
+        assert "ocrmypdf" in refusals[0]
+
         page.set_files("#files", [book, planted])
         click(page, "#memorize")
         status = page.wait_for("(s => s.startsWith('Memorized') || s.startsWith('Refused') ? s : '')"
