@@ -75,7 +75,13 @@ def test_upload_ask_stream_and_open_a_cited_page(tmp_path):
         assert [run["mode"] for run in runs] == ["memorag", "rag"]
         for run in runs:
             assert run["answer"] == " ".join(f"w{i}" for i in range(8)) and "total" in run["timings"]
-            assert "query" in run["chips"] and any(cite.startswith("book.pdf, p.") for cite in run["cites"])
+            assert any(chip.startswith("query") for chip in run["chips"])
+            assert any(cite.startswith("book.pdf, p.") for cite in run["cites"])
+        # evidence that names its lists with their ranks (`found_by`) shows them; evidence without either field, nothing
+        found = page.evaluate("fetchedBy({found_by: [{query_index: 2, query: '<b>why</b>', rank: 3, score: 0.5}], "
+                              "queries: [2]}, []).map(node => [node.textContent, node.title])")
+        assert found == [["clue 2 #3", "<b>why</b> (rank 3, score 0.500 in this list)"]]
+        assert page.evaluate("fetchedBy({doc_id: 'a'}, []).length") == 0
         lengths = page.evaluate("window.answerLengths")
         assert len({length for length in lengths if 0 < length < len(runs[0]["answer"])}) >= 3  # it streamed
 

@@ -175,15 +175,20 @@ async function memorize() {
 
 // ---- asking -----------------------------------------------------------------------------------
 
+function chip(index, text, title) {
+  return el("span", { class: index === 0 ? "chip query" : "chip", title }, text);
+}
+
 function fetchedBy(item, clues) {
-  // which retrieval queries fetched the passage: 0 is the question, i >= 1 the clue i
-  const found = Array.isArray(item.fetched_by) ? item.fetched_by : Array.isArray(item.queries) ? item.queries : [];
-  return found.map((index) => {
-    if (typeof index !== "number") return el("span", { class: "chip" }, String(index));
-    const label = index === 0 ? "query" : `clue ${index}`;
-    const title = index === 0 ? "the question itself" : clues[index - 1] || "";
-    return el("span", { class: index === 0 ? "chip query" : "chip", title }, label);
-  });
+  // which retrieval lists fetched the passage: 0 is the question's own, i >= 1 clue i's. `found_by` gives
+  // each list with its query, the passage's rank and score in it; without it, `queries` gives the indices
+  const label = (index) => (index === 0 ? "query" : `clue ${index}`);
+  if (Array.isArray(item.found_by) && item.found_by.length) {
+    return item.found_by.map((found) => chip(found.query_index, `${label(found.query_index)} #${found.rank}`,
+      `${found.query} (rank ${found.rank}, score ${Number(found.score).toFixed(3)} in this list)`));
+  }
+  const indices = Array.isArray(item.queries) ? item.queries.filter((index) => typeof index === "number") : [];
+  return indices.map((index) => chip(index, label(index), index === 0 ? "the question itself" : clues[index - 1] || ""));
 }
 
 function renderEvidence(run, evidence, clues) {
@@ -229,7 +234,9 @@ async function askOne(corpus, query, mode, run) {
         run.querySelector(".clues").replaceChildren(...data.clues.map((clue) => el("li", {}, clue)));
         renderEvidence(run, data.evidence, clues);
         renderTimings(run, data.timings, firstToken);
-        stateLine.textContent = data.no_answer ? "the generator found no answer in the evidence" : "done";
+        const unanswered = data.answered === false;  // the reply was empty or only repeated the question
+        answer.classList.toggle("no-answer", unanswered);
+        stateLine.textContent = unanswered ? `no answer (${data.no_answer}); the reply is shown struck through` : "done";
         run.dataset.done = "true";
       } else if (event === "error") {
         stateLine.textContent = "failed: " + data.error;
