@@ -38,9 +38,10 @@ class Originals:
 
     def keep(self, name: str, files: dict[str, bytes], documents: list[str]) -> None:
         """Write `files` (document id -> bytes) of the corpus and remove those of documents not in `documents`."""
-        wanted = {self.path(name, doc_id).name for doc_id in documents}
+        present = set(documents)
+        wanted = {self.path(name, doc_id).name for doc_id in present}
         for doc_id, data in files.items():
-            if doc_id in documents:
+            if doc_id in present:
                 atomic_write_bytes(self.path(name, doc_id), data)
         folder = self.folder(name)
         if folder.is_dir():
