@@ -80,22 +80,28 @@ class MemoryModel(MemoryCore):
 
     # -- public inference ---------------------------------------------------------------------------
     @torch.no_grad()
-    def memorize(self, text_or_token_ids, memory: Memory | None = None, show_progress: bool | None = None) -> Memory:
+    def memorize(self, text_or_token_ids, memory: Memory | None = None, show_progress: bool | None = None,
+                 on_progress: Callable[[int, int], None] | None = None) -> Memory:
         """Read a context window by window and return its `Memory`; bounded memory use.
 
         Text is laid out as the start of a user turn (the chat template's prefix, then
         the text); token ids are read as they are. With `memory`, the new content
         continues that memory (which is not changed): reading a text in several calls
         gives the same memory as one call. The ids go to the device once; the window loop
-        reads no tensor value back (docs/memory-model.md, "Memorizing").
+        reads no tensor value back (docs/memory-model.md, "Memorizing"). `on_progress(done, total)`
+        is called after each window with the tokens read so far and in all.
         """
         reading = Reading.start(self, text_or_token_ids, memory)
         window, total = self.config.window, len(reading.ids)
         show = total > 4 * window if show_progress is None else show_progress
+        done = 0
         with tqdm(total=total, desc="memorize", unit="tok", disable=not show) as bar:
             for item in plan_steps(reading.input_ids, reading.cache, window, reading.ratio_of):  # one per window
                 self.step([item], keep_hidden=False)
                 bar.update(item.piece.num_raw)
+                done += item.piece.num_raw
+                if on_progress is not None:
+                    on_progress(done, total)
         return reading.memory(self)
 
     @torch.no_grad()

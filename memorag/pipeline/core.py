@@ -253,6 +253,7 @@ class MemoRAG:
         with_memory: bool = True,
         show_progress: bool | None = None,
         read_options: ReadOptions | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> MemorizeReport:
         """Chunk, index and memorize new documents; documents already memorized are skipped.
 
@@ -262,6 +263,7 @@ class MemoRAG:
         `MemorizeReport.problems` (when nothing could be read, its `DocumentReadError` is raised).
         The memory is extended (new text read after the old); `with_memory=False` builds
         only the chunks and index (modes that need the memory build it on first use).
+        `on_progress(done, total)`: the memory's tokens read so far and in all, after each window.
         Nothing changes if any step fails.
         """
         from memorag.retrieval.chunking import chunk_documents
@@ -288,9 +290,9 @@ class MemoRAG:
             with timed(report.timings, "memory"):
                 if memory is None:
                     memory = self.memory_model.memorize(memory_text([*self._corpus.documents, *new], False),
-                                                        show_progress=show_progress)
+                                                        show_progress=show_progress, on_progress=on_progress)
                 else:
-                    memory = self._extend_memory(memory, new, show_progress)
+                    memory = self._extend_memory(memory, new, show_progress, on_progress)
         with timed(report.timings, "index"):
             retriever = self.retriever if self.retriever is not None else self.new_retriever()
             retriever.add(chunks)
@@ -301,11 +303,13 @@ class MemoRAG:
         trim_heap()  # the memory model's activations are freed: give their pages back (memorag/memtrim.py)
         return report
 
-    def _extend_memory(self, memory, new: list[Document], show_progress: bool | None):
+    def _extend_memory(self, memory, new: list[Document], show_progress: bool | None,
+                       on_progress: Callable[[int, int], None] | None = None):
         from memorag.memory.schedule import ContextTooLongError
 
         try:
-            return self.memory_model.memorize(memory_text(new, True), memory=memory, show_progress=show_progress)
+            return self.memory_model.memorize(memory_text(new, True), memory=memory, show_progress=show_progress,
+                                              on_progress=on_progress)
         except ContextTooLongError as error:
             raise ContextTooLongError(
                 f"{error}. The memory already made was read at ratio {memory.ratio}, which cannot change: memorize "

@@ -5,5 +5,8 @@ work, jobs cancelled at safe points), `guard` (Host, Origin, API key, content ty
 body size, before any route), `limits` (what one request may ask), `bodies` (request
 bodies checked before any model work), `responses` (error replies without internals), `uploads` (uploaded files read off the event loop),
 `app` (the Starlette routes, server-sent events), `command` (the `memorag serve`
-command). Needs the `[serve]` extra (starlette, uvicorn).
+command); for the evidence inspector, `inspector` (the page at `/`, from `static/`),
+`sources` (the page or section around a passage), `originals` (the uploaded PDFs kept)
+and `pages` (a PDF page as a PNG, the passage marked). Needs the `[serve]` extra
+(starlette, uvicorn).
 """

@@ -1,13 +1,18 @@
 """The HTTP API of `memorag serve` (a Starlette ASGI app behind `guard.Guard`).
 
-    GET    /health                       {"status": "ok", "models": {...}, "pending": N, "loaded": [...]}
+    GET    /health                       {"status": "ok", "models": {...}, "pending": N, "limits": {...},
+                                         "modes": [...], "loaded": [...]}
     GET    /corpora                      {"corpora": [{"name", "documents", "num_chunks", "memory_tokens", "loaded"}]}
     GET    /corpora/NAME                 one of those
     POST   /corpora/NAME/memorize        {"text": "..."} or {"documents": [{"id", "title"?, "text"}]} or
-                                         {"files": [{"name", "base64"}]} (PDF, Word, HTML, Markdown, text), "overwrite"?
+                                         {"files": [{"name", "base64"}]} (PDF, Word, HTML, Markdown, text), "overwrite"?,
+                                         "stream"?: server-sent events `progress` ({done, total} tokens), `report`
     POST   /corpora/NAME/ask             {"query", "task"?, "mode"?, "stream"?: true}: server-sent events
     POST   /corpora/NAME/clues           {"query", "task"?}
+    GET    /corpora/NAME/passage?doc=ID&start=S&end=E          the page, section or text around a passage
+    GET    /corpora/NAME/page?doc=ID&page=N&start=S&end=E&width=W  page N of a kept PDF as a PNG, the passage marked
     DELETE /corpora/NAME
+    GET    /                             the evidence inspector (a page over this API; `memorag.serve.inspector`)
 
 A streamed ask sends `clues` (a list), `evidence` (a list of {chunk_id, doc_id, title,
 start_char, end_char, num_tokens, score, queries, text}), one `token` event per piece of
@@ -37,10 +42,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memorag.pipeline import SaveFormatError
-from memorag.serve.bodies import Upload, documents_from, field, parse_body, query_from
+from memorag.pipeline import SaveFormatError, available_modes
+from memorag.serve.bodies import (
+    Upload,
+    documents_from,
+    field,
+    originals_from,
+    parse_body,
+    query_from,
+    query_int,
+)
 from memorag.serve.guard import AccessPolicy, Guard, clip
+from memorag.serve.inspector import inspector_routes
 from memorag.serve.limits import ServeLimits
+from memorag.serve.pages import DEFAULT_WIDTH
 from memorag.serve.responses import error_body, error_response, error_status, sse
 from memorag.serve.store import CorpusNotFoundError, CorpusStore, check_name
 from memorag.serve.uploads import UploadReader
@@ -105,7 +120,8 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
         return job.future.result()
 
     async def health(request: Request) -> Response:
-        reply = {"status": "ok", "models": store.describe_models(), "pending": worker.pending}
+        reply = {"status": "ok", "models": store.describe_models(), "pending": worker.pending,
+                 "limits": limits.describe(), "modes": available_modes()}
         if policy.key_matches(request.headers.get("authorization")):  # corpus names need the key, when set
             reply["loaded"] = store.loaded
         return JSONResponse(reply)
@@ -129,8 +145,36 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
         overwrite = field(body, "overwrite", bool, default=False)
         if documents and isinstance(documents[0], Upload):
             documents = await uploads.read(documents)
-        report = await run_job(request, store.memorize, name, documents, overwrite, limits.max_memorize_tokens)
-        return JSONResponse({**report.to_dict(), "corpus": store.describe(name)})
+        originals = originals_from(body)
+        if not field(body, "stream", bool, default=False):
+            report = await run_job(request, store.memorize, name, documents, overwrite, limits.max_memorize_tokens,
+                                   originals)
+            return JSONResponse({**report.to_dict(), "corpus": store.describe(name)})
+
+        def work(emit: Callable[..., None]) -> None:
+            report = store.memorize(name, documents, overwrite, limits.max_memorize_tokens, originals,
+                                    on_progress=lambda done, total: emit("progress", {"done": done, "total": total}))
+            emit("report", {**report.to_dict(), "corpus": store.describe(name)})
+
+        return await stream_events(request, name, work)
+
+    async def passage(request: Request) -> Response:
+        name = check_name(request.path_params["name"])
+        params = request.query_params
+        doc_id = params.get("doc") or ""
+        start, end = query_int(params, "start", required=True), query_int(params, "end", required=True)
+        return JSONResponse(await run_job(request, store.passage, name, doc_id, start, end))
+
+    async def page(request: Request) -> Response:
+        name = check_name(request.path_params["name"])
+        params = request.query_params
+        start, end = query_int(params, "start"), query_int(params, "end")
+        rendered = await run_job(request, store.page_image, name, params.get("doc") or "",
+                                 query_int(params, "page", required=True), start, end,
+                                 query_int(params, "width", default=DEFAULT_WIDTH))
+        return Response(rendered.png, media_type="image/png",
+                        headers={"X-Marked-Boxes": str(rendered.marked), "X-Pages": str(rendered.pages),
+                                 "Cache-Control": "no-store"})
 
     async def clues(request: Request) -> Response:
         name = check_name(request.path_params["name"])
@@ -160,6 +204,22 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
         return await stream_answer(request, name, query, task, mode)
 
     async def stream_answer(request: Request, name: str, query: str, task: str | None, mode: str | None) -> Response:
+        def work(emit: Callable[..., None]) -> None:
+            def on_text(piece: str) -> None:
+                worker.check()  # a safe point: the client left, the time limit, the server stopping
+                emit("token", {"text": piece})
+
+            result = store.ask(name, query, task, mode, on_text=on_text,
+                               on_clues=lambda clues: emit("clues", clues),
+                               on_evidence=lambda evidence: emit("evidence", [item.to_dict() for item in evidence]))
+            emit("answer", result.to_dict())
+
+        return await stream_events(request, name, work)
+
+    async def stream_events(request: Request, name: str, work: Callable[[Callable[..., None]], None]) -> Response:
+        """Server-sent events of `work(emit)`, run as a job: an error before its first event is the
+        response's status (so limits refuse with theirs); a later one ends the stream with an `error`
+        event that carries the status it would have had."""
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
         done = object()
@@ -167,54 +227,45 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
         def emit(event: Any, data: Any = None) -> None:
             loop.call_soon_threadsafe(events.put_nowait, (event, data))
 
-        def on_text(piece: str) -> None:
-            worker.check()  # a safe point: the client left, the time limit, the server stopping
-            emit("token", {"text": piece})
-
-        def answer() -> None:
+        def run() -> None:
             try:
-                result = store.ask(
-                    name, query, task, mode, on_text=on_text,
-                    on_clues=lambda clues: emit("clues", clues),
-                    on_evidence=lambda evidence: emit("evidence", [item.to_dict() for item in evidence]),
-                )
-                emit("answer", result.to_dict())
+                work(emit)
             except Exception as error:  # reported to the client, in the stream or as the response
                 if isinstance(error, JobCancelled):
-                    logger.info("stopped the answer on %s: %s", name, error)
+                    logger.info("stopped the job on %s: %s", name, error)
                 emit("error", error)
             finally:
                 emit(done)
 
-        job: Job = worker.submit(answer)
+        job: Job = worker.submit(run)
         getter = asyncio.ensure_future(events.get())
         watcher = asyncio.ensure_future(wait_for_disconnect(request))
         try:
             await first_done(getter, job.future, watcher)
             if not getter.done() and job.future.done() and job.future.exception() is None:
-                await getter  # `answer` ran, so its first event is already on its way
+                await getter  # `run` ran, so its first event is already on its way
         finally:
             watcher.cancel()
         if not getter.done():
             getter.cancel()
-            if job.future.done():  # dropped before it started (`answer` itself raises nothing)
+            if job.future.done():  # dropped before it started (`run` itself raises nothing)
                 return error_response(job.future.exception(), store.root)
             job.cancel(CLIENT_LEFT)
-            logger.info("client left while its ask on %s was queued; dropped it", name)
+            logger.info("client left while its job on %s was queued; dropped it", name)
             raise ClientGone
-        first = getter.result()
-        if first[0] == "error":
-            return error_response(first[1], store.root)
+        head = getter.result()
+        if head[0] == "error":
+            return error_response(head[1], store.root)
 
         async def stream() -> AsyncIterator[bytes]:
-            item = first
+            item = head
             try:
                 while item[0] is not done:
                     event, data = item
                     if event == "error":
                         if error_status(data) == 500:
-                            logger.error("ask failed mid-stream", exc_info=data)
-                        data = error_body(data, store.root)
+                            logger.error("a job failed mid-stream", exc_info=data)
+                        data = {**error_body(data, store.root), "status": error_status(data)}
                     yield sse(event, data)
                     item = await events.get()
             finally:
@@ -239,6 +290,9 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
         Route("/corpora/{name}/memorize", handle(memorize), methods=["POST"]),
         Route("/corpora/{name}/ask", handle(ask), methods=["POST"]),
         Route("/corpora/{name}/clues", handle(clues), methods=["POST"]),
+        Route("/corpora/{name}/passage", handle(passage), methods=["GET"]),
+        Route("/corpora/{name}/page", handle(page), methods=["GET"]),
+        *inspector_routes(),
     ]
 
     @contextlib.asynccontextmanager

@@ -10,7 +10,9 @@ values are cut short (`guard.clip`).
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +79,18 @@ def field(body: dict[str, Any], name: str, kind: type, default: Any = None, requ
         raise InputError(f"{name!r} must be {_JSON_TYPES[kind]}, not {type(value).__name__} "
                          f"{json.dumps(value)[:40]}")
     return value
+
+
+def query_int(params: Mapping[str, str], name: str, default: int | None = None, required: bool = False) -> int | None:
+    """The whole number `name` of a URL's query string (absent gives `default`)."""
+    value = params.get(name)
+    if value is None or value == "":
+        if required:
+            raise InputError(f"the request needs ?{name}= (a whole number)")
+        return default
+    if not value.isdigit() or len(value) > 12:
+        raise InputError(f"?{name}={clip(value, 20)!r} is not a whole number of at most 12 digits")
+    return int(value)
 
 
 def query_from(body: dict[str, Any], limits: ServeLimits) -> str:
@@ -146,3 +160,23 @@ def uploads_from(items: list[Any]) -> list[Upload]:
             raise InputError(f"files[{position}] needs a file name without folders, not {clip(name)!r}")
         uploads.append(Upload(name, field(item, "base64", str, required=True), position))
     return uploads
+
+
+class UnreadableFilesError(InputError):
+    """Uploaded files that cannot be read: `files` names each with its problem and fix (the reply's
+    `files`), given as (file name, message) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.files = [{"name": name, "error": message} for name, message in problems]
+        messages = [message for _, message in problems]
+        super().__init__(messages[0] if len(messages) == 1 else
+                         f"{len(messages)} files cannot be read: " + " | ".join(messages))
+
+
+def originals_from(body: dict[str, Any]) -> dict[str, bytes]:
+    """The PDF files of a memorize body (read by `memorag.serve.uploads`), by document id (their
+    file name), to keep for showing their pages (`memorag.serve.originals`)."""
+    from memorag.serve.originals import is_kept
+
+    items = field(body, "files", list) or []
+    return {item["name"]: base64.b64decode(item["base64"]) for item in items if is_kept(item["name"])}

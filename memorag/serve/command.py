@@ -26,7 +26,9 @@ def add_serve_parser(commands, model_options: Callable[..., None]) -> None:
         "serve", help="serve memorize, ask (streamed), clues and corpora over HTTP",
         description="Serve an HTTP API over the corpora saved in --store: POST /corpora/NAME/memorize, "
                     "POST /corpora/NAME/ask (server-sent events), POST /corpora/NAME/clues, GET /corpora, "
-                    "DELETE /corpora/NAME, GET /health. The models load once and are shared by every request; "
+                    "GET /corpora/NAME/passage, GET /corpora/NAME/page (a cited PDF page as a PNG), "
+                    "DELETE /corpora/NAME, GET /health; and at / the evidence inspector, a page to upload, ask, "
+                    "compare two modes and open the cited sources in a browser. The models load once and are shared by every request; "
                     "model work runs one request at a time, in arrival order. POST bodies must be JSON "
                     "(Content-Type: application/json); requests from other hosts or web pages are refused "
                     "unless allowed. Needs the [serve] extra.",

@@ -8,8 +8,9 @@ middleware) therefore refuses, in this order:
 - a `Host` the server does not answer to (403): the bound address, `localhost`,
   `127.0.0.1` and `[::1]`, plus `--allow-host`; this defeats DNS rebinding;
 - an `Origin` that is not allowed (403): a browser names the page that sends a request;
-  pages on the loopback names (any port) and `--allow-origin` may; requests without an
-  Origin (curl, scripts, httpx) are not from a page and pass;
+  pages on the loopback names (any port), `--allow-origin` and the server's own pages
+  (the Origin is the Host the request was sent to) may; requests without an Origin (curl,
+  scripts, httpx) are not from a page and pass;
 - without the API key, when one is set (401): `Authorization: Bearer KEY` on every route
   but `/health`;
 - a POST whose body is not `application/json` (415): a page cannot send that cross-site
@@ -36,7 +37,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
-OPEN_PATHS = ("/health",)  # answered without the API key (the Host and Origin checks still hold)
+# answered without the API key (the Host and Origin checks still hold): the health check, and the
+# evidence inspector's page, script and style sheet, which hold no corpus data (`memorag.serve.inspector`)
+OPEN_PATHS = ("/health", "/", "/inspector.js", "/inspector.css")
 BODY_METHODS = ("POST", "PUT", "PATCH")
 API_KEY_ENV = "MEMORAG_SERVE_API_KEY"
 
@@ -112,6 +115,19 @@ class AccessPolicy:
             return False  # also "null": sandboxed frames and local files
         return host in self.origin_hosts or normalize_origin(origin) in self.origins
 
+    def own_page(self, origin: str, host: str | None) -> bool:
+        """Whether `origin` is this server's own page, as the `Host` it was sent to names it: the evidence
+        inspector opened under a name given with --allow-host. Only for a host named in the allow-list (with
+        '*', any name could be an attacker's, rebound to this server). The scheme is not compared: a TLS
+        proxy in front serves the page over https to a server that sees http."""
+        if host is None or "*" in self.hosts or not self.host_allowed(host):
+            return False
+        try:
+            netloc = urlsplit(origin.strip()).netloc.lower()
+        except ValueError:
+            return False
+        return bool(netloc) and netloc == host.strip().lower()
+
     def key_matches(self, authorization: str | None) -> bool:
         if self.api_key is None:
             return True
@@ -173,7 +189,7 @@ class Guard:
         if not policy.host_allowed(headers.get("host")):
             raise RequestRefused(403, f"this server does not answer to the host {clip(headers.get('host') or '(none)')!r}"
                                       "; its operator can allow it with --allow-host", "ForbiddenHost")
-        if origin is not None and not policy.origin_allowed(origin):
+        if origin is not None and not (policy.origin_allowed(origin) or policy.own_page(origin, headers.get("host"))):
             raise RequestRefused(403, f"requests from the web page origin {clip(origin)!r} are not allowed; its "
                                       "operator can allow it with --allow-origin", "ForbiddenOrigin")
         if scope["method"] == "OPTIONS":

@@ -8,7 +8,7 @@ job should need more than five. Every limit is a `memorag serve` option.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 MIB = 2**20
 
@@ -29,3 +29,7 @@ class ServeLimits:
                 raise ValueError(f"ServeLimits.{name}={getattr(self, name)} must be at least 1")
         if self.job_timeout is not None and self.job_timeout <= 0:
             raise ValueError(f"ServeLimits.job_timeout={self.job_timeout} must be positive (None: no limit)")
+
+    def describe(self) -> dict[str, int | float | None]:
+        """The limits, as `GET /health` reports them (so a client can check its request first)."""
+        return asdict(self)

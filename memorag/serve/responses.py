@@ -60,11 +60,15 @@ def scrub(message: str, store_root: Path | None = None) -> str:
     return clip(message, MAX_MESSAGE_CHARS)
 
 
-def error_body(error: BaseException, store_root: Path | None = None) -> dict[str, str]:
+def error_body(error: BaseException, store_root: Path | None = None) -> dict[str, Any]:
     if not _is_ours(error):
         return {"error": f"the server failed on this request ({type(error).__name__}); its log has the details",
                 "type": "InternalError"}
-    return {"error": scrub(str(error) or type(error).__name__, store_root), "type": type(error).__name__}
+    body = {"error": scrub(str(error) or type(error).__name__, store_root), "type": type(error).__name__}
+    files = getattr(error, "files", None)  # uploaded files refused, each by name (`bodies.UnreadableFilesError`)
+    if isinstance(files, list):
+        body["files"] = [{"name": clip(item["name"], 200), "error": scrub(item["error"], store_root)} for item in files]
+    return body
 
 
 def error_response(error: BaseException, store_root: Path | None = None) -> JSONResponse:

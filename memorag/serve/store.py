@@ -47,6 +47,10 @@ from memorag.pipeline import (
     read_manifest,
 )
 from memorag.retrieval.chunking import Document
+from memorag.serve.guard import clip
+from memorag.serve.originals import Originals
+from memorag.serve.pages import DEFAULT_WIDTH, RenderedPage, render_page
+from memorag.serve.sources import passage_context, passage_on_page
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -98,6 +102,7 @@ class CorpusStore:
                                generator=generator, **self.settings)
         self._loaded: OrderedDict[str, tuple[MemoRAG, tuple[int, ...] | None]] = OrderedDict()
         self._loaded_lock = threading.Lock()  # `loaded` is read by the event loop while the worker changes it
+        self.originals = Originals(self.root)
 
     # -- models -----------------------------------------------------------------------------------
     def load_models(self) -> dict[str, str]:
@@ -214,11 +219,14 @@ class CorpusStore:
             release_memory()
 
     def memorize(self, name: str, documents: list[Document], overwrite: bool = False,
-                 max_tokens: int | None = None) -> MemorizeReport:
+                 max_tokens: int | None = None, originals: dict[str, bytes] | None = None,
+                 on_progress: Callable[[int, int], None] | None = None) -> MemorizeReport:
         """Add `documents` to the corpus (made if new, or replaced with `overwrite`) and save it.
 
         `max_tokens`: refuse (`WorkTooLargeError`) documents holding more tokens, before any model work.
         Holds the corpus's writer lock throughout, so another process's save is read, not lost.
+        `originals`: the uploaded PDF files by document id, kept once the save holds them (`Originals`).
+        `on_progress(done, total)`: the memory's tokens read, after each window (`MemoRAG.memorize`).
         If anything fails or the job is cancelled, the corpus stays as last saved."""
         if max_tokens is not None:
             self.check_size(documents, max_tokens)
@@ -230,9 +238,10 @@ class CorpusStore:
             else:
                 rag = self.pipeline(name)
             try:
-                report = rag.memorize(documents, show_progress=False)
+                report = rag.memorize(documents, show_progress=False, on_progress=on_progress)
                 if report.added:
                     rag.save(path)
+                    self.originals.keep(name, originals or {}, [document.id for document in rag.documents])
             except BaseException:
                 self.drop(name)  # a half-built index or the unsaved new state; the save on disk is whole (atomic)
                 raise
@@ -273,6 +282,33 @@ class CorpusStore:
         with save_lock(path, self.lock_wait):
             self.drop(name)
             shutil.rmtree(path)
+            self.originals.remove(name)
+
+    def document(self, name: str, doc_id: str) -> Document:
+        """The corpus's document `doc_id`, as memorized (its text, pages and headings)."""
+        for document in self.pipeline(name).documents:
+            if document.id == doc_id:
+                return document
+        raise CorpusNotFoundError(f"corpus {name!r} has no document {clip(doc_id)!r}; GET /corpora/{name} lists them")
+
+    def passage(self, name: str, doc_id: str, start_char: int, end_char: int) -> dict[str, Any]:
+        """The page, section or text around a passage of evidence (`memorag.serve.sources`), and whether
+        its pages can be shown as images (the PDF was kept)."""
+        context = passage_context(self.document(name, doc_id), start_char, end_char)
+        context["page_images"] = bool(context["pages"]) and self.originals.path(name, doc_id).is_file()
+        return context
+
+    def page_image(self, name: str, doc_id: str, page: int, start_char: int | None = None,
+                   end_char: int | None = None, width: int = DEFAULT_WIDTH) -> RenderedPage:
+        """Page `page` of the kept PDF of `doc_id` as a PNG, the part of the passage on it marked."""
+        document = self.document(name, doc_id)
+        data = self.originals.read(name, doc_id)
+        if data is None:
+            raise CorpusNotFoundError(f"no PDF is kept for document {clip(doc_id)!r} of corpus {name!r}: only PDFs "
+                                      "uploaded as files are kept; memorize the file again to see its pages")
+        passage = "" if start_char is None or end_char is None else \
+            passage_on_page(document, start_char, end_char, page)
+        return render_page(data, page, passage, width)
 
     @property
     def loaded(self) -> list[str]:

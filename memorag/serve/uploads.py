@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from memorag.memtrim import release_memory
 from memorag.pipeline import InputError
 from memorag.retrieval.chunking import Document
-from memorag.serve.bodies import Upload
+from memorag.serve.bodies import UnreadableFilesError, Upload
 from memorag.serve.guard import clip
 from memorag.serve.worker import JobCancelled
 
@@ -65,12 +65,11 @@ def read_uploads(uploads: list[Upload]) -> list[Document]:
         try:
             documents.append(read_upload(upload))
         except InputError as problem:
-            problems.append(str(problem))
+            problems.append((upload.name, str(problem)))
     if problems:
         documents.clear()
         release_memory()
-        raise InputError(problems[0] if len(problems) == 1 else
-                         f"{len(problems)} files cannot be read: " + " | ".join(problems))
+        raise UnreadableFilesError(problems)
     return documents
 
 

@@ -34,7 +34,7 @@ class FakeClueMemoryModel:
         self.clues = clues
         self.prompts: list[str] = []
 
-    def memorize(self, text, memory=None, show_progress=None):
+    def memorize(self, text, memory=None, show_progress=None, on_progress=None):
         return FakeMemory(len(self.tokenizer(text)["input_ids"]))
 
     def generate(self, prompt, memory=None, max_new_tokens=64, on_token=None):
