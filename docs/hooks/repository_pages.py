@@ -2,7 +2,7 @@
 
 - `index.md`, `contributing.md` and `changelog.md` are README.md, CONTRIBUTING.md and CHANGELOG.md,
   generated at build time, so each is written once, where a code host shows it.
-- A link that leaves `docs/` (a raw record under benchmarks/results/, a config, a test) names a file of
+- A link that leaves `docs/` (a raw record under results/benchmarks/, a config, a test) names a file of
   the repository, not a page: it becomes its path in code type, after checking that the file exists;
   a link to a missing file is a warning, which `mkdocs build --strict` turns into a failure. Links
   between pages are left to MkDocs, which checks them too.
