@@ -111,5 +111,7 @@ lint: setup
 
 # The documentation site (mkdocs.yml) into site/, warnings as errors: a broken link, a missing page or
 # anchor, or an API reference that does not resolve fails the build. `$(VENV)/bin/mkdocs serve` previews it.
+# The site's figures are drawn during the build from the committed records (docs/hooks/figures.py);
+# NO_MKDOCS_2_WARNING silences Material's banner about its successor, so the build prints only its own lines.
 docs: setup
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

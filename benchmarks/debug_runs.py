@@ -1,6 +1,6 @@
 """Wall time of the README's two debug training commands on this machine.
 
-    python benchmarks/debug_runs.py [--rounds 1] [--out benchmarks/results/debug_runs.json]
+    python benchmarks/debug_runs.py [--rounds 1] [--out results/benchmarks/debug_runs.json]
 
 Runs `python train/pretrain.py --config configs/debug.yaml` and then
 `python train/sft.py --config configs/debug-sft.yaml` exactly as the README gives them,
@@ -42,7 +42,7 @@ def time_command(name: str, folder: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "debug_runs.json"))
+    parser.add_argument("--out", default=str(ROOT / "results" / "benchmarks" / "debug_runs.json"))
     args = parser.parse_args()
     before = load_average()
     runs = []

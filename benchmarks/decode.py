@@ -24,7 +24,7 @@ steps after prefill are left out. The bound of a step is every weight and every 
 and value read once at the device's measured copy rate (`memorag.roofline.decode_bound_s`);
 the GEMM and attention peaks are measured in the same run and recorded beside it. Peak
 memory is per decoding (torch.cuda.max_memory_allocated on CUDA, peak RSS on the CPU).
-Prints a markdown table and writes JSON (`--json`, default benchmarks/results/decode-HOST.json).
+Prints a markdown table and writes JSON (`--json`, default results/benchmarks/decode-HOST.json).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from memorag.benchmarking.shapes import SHAPES, random_base
 from memorag.machine import load_average, machine_record
 from memorag.roofline import Shape, decode_bound_s
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
 
 
 def _random_ids(count: int, vocab: int, seed: int) -> list[int]:
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
                         help="which decodings to time beside the memory model's eager one (default: all; "
                              "the compiled ones need --compile)")
-    parser.add_argument("--json", help="where to write the result (default benchmarks/results/decode-HOST.json)")
+    parser.add_argument("--json", help="where to write the result (default results/benchmarks/decode-HOST.json)")
     args = parser.parse_args(argv)
     result = run(args)
     out = Path(args.json or RESULTS / f"decode-{platform.node()}.json")

@@ -9,7 +9,7 @@ package installs, 397 pages; a .gz is unpacked), copied into a new PDF with pypd
 is `memorag.documents.read_file` on it (best of `--repeats`); memorize is `MemoRAG.memorize` on the
 same file with the embedded models (offline, loaded before the clock starts), which reads the file
 again (its "read" stage), cuts chunks, builds the memory and the dense index. The share is extraction seconds over memorize seconds. Writes
-benchmarks/results/document-extraction/extraction.json (`--out` to write elsewhere).
+results/benchmarks/document-extraction/extraction.json (`--out` to write elsewhere).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (default: 2)")
     parser.add_argument("--repeats", type=int, default=3, help="extraction timings; the best counts (default: 3)")
     parser.add_argument("--no-memorize", action="store_true", help="time the extraction only")
-    parser.add_argument("--out", default="benchmarks/results/document-extraction/extraction.json")
+    parser.add_argument("--out", default="results/benchmarks/document-extraction/extraction.json")
     args = parser.parse_args()
 
     from memorag.documents import read_file

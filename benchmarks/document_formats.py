@@ -23,7 +23,7 @@ Measured per candidate (all on the candidate's plain text output):
 - HTML: `nav_kept` (texinfo's "Next:/Previous:" bars kept) and `headings` found;
   Markdown: headings found and whether their offsets in the file are known;
 - install size of the candidate's own package folders, and its licence (from its metadata).
-Writes benchmarks/results/document-formats/formats.json (`--out` to write elsewhere).
+Writes results/benchmarks/document-formats/formats.json (`--out` to write elsewhere).
 """
 
 from __future__ import annotations
@@ -312,7 +312,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="timings per file; the best counts (default: 1)")
     parser.add_argument("--max-files", type=int, default=40, help="the largest files of each format (default: 40)")
     parser.add_argument("--formats", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
-    parser.add_argument("--out", default="benchmarks/results/document-formats/formats.json")
+    parser.add_argument("--out", default="results/benchmarks/document-formats/formats.json")
     args = parser.parse_args()
     inputs = find_inputs(Path(args.docs), args.max_files)
     results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),

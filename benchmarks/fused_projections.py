@@ -1,6 +1,6 @@
 """Would fusing q, k and v into one matrix product per row group pay when memorizing (CPU, no autograd)?
 
-    python benchmarks/fused_projections.py --threads 2 --out benchmarks/results/fused-projections.json
+    python benchmarks/fused_projections.py --threads 2 --out results/benchmarks/fused-projections.json
 
 One layer's projections of one whole window (`--window` raw rows, one memory row after every
 `--ratio`-th), from the window's rows split into raw and memory rows to q, k and v in sequence order,

@@ -23,7 +23,7 @@ compiled first by one untimed window. The
 device options (`--device`, `--dtype`, one or more, `--threads`) are the shared ones of
 memorag/benchmarking/device.py. Peak memory is that of the first timed run (CUDA:
 torch.cuda.max_memory_allocated; CPU: peak RSS). Prints a markdown table and writes
-JSON to benchmarks/results/.
+JSON to results/benchmarks/.
 
 Beside each memorize cell: its lower bound from `benchmarks/roofline.py` (the cell's
 exact FLOPs, linear layers at the device's GEMM peak and attention at the fused
@@ -155,7 +155,7 @@ def compare(args, lengths: list[int]) -> None:
     for row in rows:
         print(f"| {row['dtype']} | {row['ratio']} | {row['tokens']} | {row['before']:.2f} | {row['after']:.2f} | "
               f"{row['before_over_after']:.3f} | {row['after_bound_s']:.1f} | {row['after_bound_s'] / row['after']:.0%} |")
-    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-compare-{platform.node()}.json"
+    out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "results" / "benchmarks" / f"memorize-compare-{platform.node()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     from memorag.machine import cpu_model
 
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plain-max", type=int, default=8192, help="longest plain forward (model positions)")
     parser.add_argument("--quick", action="store_true", help="4K and 8K only")
     parser.add_argument("--embedded", action="store_true", help="real embedded weights instead of random ones")
-    parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/memorize-HOST.json)")
+    parser.add_argument("--out", default=None, help="JSON path (default results/benchmarks/memorize-HOST.json)")
     parser.add_argument("--baseline", help="another checkout of the project to compare memorize cells with")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each cell (the best time counts)")
     parser.add_argument("--profile", action="store_true",
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{again_text} | {row['tokens_per_s']:.0f} | {bound_text} | {share} | {share_again} | "
               f"{row['peak_memory_mb']:.0f} | "
               f"{row.get('memory_mb', float('nan')):.1f} | {row['kv_bytes_per_token']:.0f} |")
-    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"memorize-{platform.node()}.json"
+    out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "results" / "benchmarks" / f"memorize-{platform.node()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     import torch
 

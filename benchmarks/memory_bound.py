@@ -14,7 +14,7 @@ each step, as `memorag serve` does when it drops a corpus). After each step it r
 the resident set (RSS, /proc/self/statm) and, with --tracemalloc, the bytes Python
 itself holds. The slope is a least-squares fit of RSS over the steps after the first
 two (the first steps fill caches and allocator pools once). Prints a table and writes
-JSON to benchmarks/results/memory_bound.json (or --out), with the slope over the second
+JSON to results/benchmarks/memory_bound.json (or --out), with the slope over the second
 half of the steps (`slope_last_half_mb_per_corpus`) and the kernel cache capacities
 the run had (memorag/kernel_caches.py). As the code before those caches were bounded
 ran (the libraries' own capacities), for a comparison:
@@ -145,7 +145,7 @@ def main() -> int:
     parser.add_argument("--tracemalloc", action="store_true", help="also record Python's own allocations")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
     parser.add_argument("--max-seconds", type=float, help="stop after the corpus that passes this many seconds")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "memory_bound.json"))
+    parser.add_argument("--out", default=str(ROOT / "results" / "benchmarks" / "memory_bound.json"))
     args = parser.parse_args()
     if args.corpora < 3 or args.tokens < 64:
         parser.error("give at least 3 corpora of at least 64 tokens")

@@ -16,7 +16,7 @@ question) N times in each of its three decodings, interleaved round by round (th
 machine may be shared: a slow spell then hits every variant), and reports medians:
 "one-by-one" (the kinds in turn), "batch" (one batch, replies equal to one-by-one token
 for token: the default) and "shared" (one batch sharing its matrix products; a reply can
-differ where two tokens tie). It writes benchmarks/results/clue_decoding.json.
+differ where two tokens tie). It writes results/benchmarks/clue_decoding.json.
 
 With `--baseline DIR` (another checkout of the project, e.g. `git worktree add /tmp/before REV`)
 and `--clue-only`, the clue stage in the default decoding ("batch") is timed in that checkout
@@ -26,7 +26,7 @@ baseline's own pipeline.py must accept) in a fresh process per tree, with this i
 reads the batch decoding's seconds from the line it prints ("round 1: batch: S s"; batch is
 timed first, right after memorizing) and stops that process there (the other two decodings
 would take minutes more). `--clue-out` is then the comparison (default
-clue_decoding-vs-baseline.json in benchmarks/results), each run's own output kept beside it.
+clue_decoding-vs-baseline.json in results/benchmarks), each run's own output kept beside it.
 
 `--profile` (with `--clue-decoding N`) adds, after the timed rounds, one batch clue stage timed
 round by round (memorag/benchmarking/rounds.py: the prompts' prefill, decoding rounds of raw rows
@@ -43,7 +43,7 @@ are the shared ones of memorag/benchmarking/device.py; the models load there. Be
 memorize stage: its tokens/s and a lower bound on its time from the GEMM and attention
 peaks measured in the same run (`memorag.roofline`, counting the whole windows only, so
 it stays a lower bound). Prints a markdown table and writes JSON to
-benchmarks/results/pipeline.json (or --out).
+results/benchmarks/pipeline.json (or --out).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from memorag.machine import load_average, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "examples" / "kjv_ruth_esther_jonah.txt"
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "results" / "benchmarks"
 QUESTION = "Which city was Jonah sent to?"
 # the line `compare_clue_decodings` prints when the first round's batch decoding is done (the same since
 # the clue-decoding comparison began, so older checkouts print it too)
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time the clue stage N times per decoding (one-by-one, batch, shared), interleaved")
     parser.add_argument("--clue-only", action="store_true",
                         help="with --clue-decoding: stop after it (no ask, save or reload stages)")
-    parser.add_argument("--clue-out", help="the clue-stage JSON (default benchmarks/results/clue_decoding.json)")
+    parser.add_argument("--clue-out", help="the clue-stage JSON (default results/benchmarks/clue_decoding.json)")
     parser.add_argument("--compile-decoding", choices=["default", "reduce-overhead", "max-autotune"],
                         help="with --clue-decoding N: then also N clue stages through the compiled decoding step "
                              "(MemoryModel.compile_decoding in this torch.compile mode), its compiling timed apart")

@@ -29,7 +29,7 @@ subprocess, so its peak RSS (``ru_maxrss``) is its own. Methods:
 Text: the King James Bible from Debian's ``bible`` command (public domain; 1.005M tokens,
 790K words), wrapped around beyond that (repeated text); else ``examples/*.txt``
 repeated. Either way these are speed proxies on filler text, not retrieval-quality
-results. Writes benchmarks/results/retrieval.json (``--out`` to write elsewhere).
+results. Writes results/benchmarks/retrieval.json (``--out`` to write elsewhere).
 """
 
 from __future__ import annotations
@@ -334,7 +334,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--dense-max-tokens", type=int, default=100_000,
                         help="skip the embedding methods (dense, longrag) above this size")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval.json")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "benchmarks" / "retrieval.json")
     parser.add_argument("--case", nargs=2, metavar=("METHOD", "TOKENS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 

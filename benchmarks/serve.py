@@ -2,8 +2,8 @@
 
     python benchmarks/serve.py                                  # 24 asks, 4 clients at a time; stops within --max-seconds
     python benchmarks/serve.py --asks 8 --concurrency 2 --max-seconds 300
-    python benchmarks/serve.py --run mixed --clients 16 --seconds 60   # -> benchmarks/results/serve_load.json
-    python benchmarks/serve.py --run fault --trials 3                  # -> benchmarks/results/serve_fault.json
+    python benchmarks/serve.py --run mixed --clients 16 --seconds 60   # -> results/benchmarks/serve_load.json
+    python benchmarks/serve.py --run fault --trials 3                  # -> results/benchmarks/serve_fault.json
 
 `--run mixed` (benchmarks/serve_runs.py): `--clients` clients for `--seconds`, each sending
 asks (rag and memorag modes, streamed), clues and small memorizes over three corpora in
@@ -22,7 +22,7 @@ three rounds with httpx, each bounded by a request count and the remaining time:
 - `ask (memorag)`: the same with the memory's clues (three clue generations per ask).
 Latency is measured per request from send to last byte; `failures` counts the
 requests that failed or were not started before --max-seconds ran out. Prints a table and writes JSON
-to benchmarks/results/serve.json (or --out). The server is stopped at the end, or when
+to results/benchmarks/serve.json (or --out). The server is stopped at the end, or when
 --max-seconds runs out (the rounds left are reported as not run).
 """
 
@@ -166,7 +166,7 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32, help="longest answer, in tokens (default 32)")
     parser.add_argument("--max-seconds", type=float, default=900, help="stop after this many seconds (default 900)")
     parser.add_argument("--threads", type=int, help="torch threads in the server (default: torch's own choice)")
-    parser.add_argument("--out", help="JSON output (default: benchmarks/results/serve.json, serve_load.json or "
+    parser.add_argument("--out", help="JSON output (default: results/benchmarks/serve.json, serve_load.json or "
                                       "serve_fault.json by --run)")
     parser.add_argument("--run", choices=("rounds", "mixed", "fault"), default="rounds")
     parser.add_argument("--clients", type=int, default=16, help="--run mixed: clients at once (default 16)")
@@ -177,7 +177,7 @@ def main() -> int:
         from serve_runs import run  # benchmarks/serve_runs.py
 
         return run(args)
-    args.out = args.out or str(ROOT / "benchmarks" / "results" / "serve.json")
+    args.out = args.out or str(ROOT / "results" / "benchmarks" / "serve.json")
     if min(args.asks, args.concurrency, args.health_requests, args.chars) < 1 or args.max_seconds <= 0:
         parser.error("counts, --chars and --max-seconds must be positive")
 

@@ -231,7 +231,7 @@ def run(args) -> int:
 
     load_before = load_average()
     deadline = time.monotonic() + args.max_seconds
-    out = Path(args.out or ROOT / "benchmarks" / "results" / f"serve_{'load' if args.run == 'mixed' else 'fault'}.json")
+    out = Path(args.out or ROOT / "results" / "benchmarks" / f"serve_{'load' if args.run == 'mixed' else 'fault'}.json")
     with tempfile.TemporaryDirectory(prefix="memorag-serve-bench-") as store:
         port = free_port()
         if args.run == "mixed":

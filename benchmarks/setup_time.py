@@ -7,7 +7,7 @@ Each run builds a new environment in a temporary folder with empty download cach
 own (PIP_CACHE_DIR, UV_CACHE_DIR), as a new user's first `make setup` would: the packages are
 fetched from the registry every time. The old Makefile runs in a `git worktree` of
 `--old-ref`; the rounds alternate old and new so that both see the same network. Prints a
-table (best and every run, seconds) and writes JSON to benchmarks/results/setup_time.json
+table (best and every run, seconds) and writes JSON to results/benchmarks/setup_time.json
 (or --out). Run it from a checkout whose `python3` can make venvs; needs git.
 """
 
@@ -41,7 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2, help="runs of each setup (default 2; the best counts)")
     parser.add_argument("--old-ref", default="67f4846", help="the git revision whose Makefile is the baseline")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "setup_time.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "setup_time.json")
     args = parser.parse_args()
 
     load_before = load_average()

@@ -10,7 +10,7 @@ over a length not seen before (101, 114, ... tokens), with garbage collection an
 repeated lengths is a per-shape cache in the native libraries: oneDNN's primitive
 cache and ideep's LRU cache, which `import memorag` now bounds to 64 kernels each
 (memorag/kernel_caches.py), so resident memory stops growing once they are full.
-Prints RSS lines (raw outputs: benchmarks/results/shape_cache_*.log; `_default` and
+Prints RSS lines (raw outputs: results/benchmarks/shape_cache_*.log; `_default` and
 `_onednn_cache_0` were taken before the bound, `_bounded` with it).
 """
 

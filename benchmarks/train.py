@@ -36,7 +36,7 @@ and the labelled rows' logits), as if every weight were trained, per second, ove
 peak measured in the same run. Peak memory is that of the timed steps (CUDA:
 torch.cuda.max_memory_allocated; CPU: peak RSS).
 
-Prints a markdown table and writes JSON (`--json`, default benchmarks/results/train.json;
+Prints a markdown table and writes JSON (`--json`, default results/benchmarks/train.json;
 `--quick` writes train-quick.json).
 
 `--baseline DIR` compares with another checkout of the project (memorag/benchmarking/baseline.py):
@@ -72,7 +72,7 @@ from memorag.machine import cpu_model
 from memorag.roofline import Shape, bounds, memorize_scores
 
 VOCAB = 49152  # SmolLM2's vocabulary
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
 # options this script renamed, with their earlier names: a baseline checkout whose train.py predates the
 # shared device options (67f4846 and before) names the precisions `--precisions`
 BASELINE_RENAMED = {"--dtype": "--precisions"}
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-windows", nargs="?", const="default", choices=["default", "max-autotune-no-cudagraphs"],
                         help="train through compiled layers (MemoryModel.compile_windows); the warm-up step compiles "
                              "them (its seconds: warmup_seconds)")
-    parser.add_argument("--json", help="where to write the rows (default benchmarks/results/train[-quick].json)")
+    parser.add_argument("--json", help="where to write the rows (default results/benchmarks/train[-quick].json)")
     parser.add_argument("--baseline", help="another checkout of the project to compare with, alternating")
     parser.add_argument("--rounds", type=int, default=3, help="with --baseline: runs in each tree")
     args = parser.parse_args(argv)

@@ -6,7 +6,7 @@ AVX-512 BF16 for bfloat16, AMX-FP16 for float16); elsewhere (AVX2-only CPUs, suc
 most AMD EPYC and older Xeon ones) every matrix product converts them and runs several
 times slower than in float32: on a 2-core AMD EPYC the embedded model memorizes 4,096
 tokens 5.1x faster in float32 (13.3 s against 67.5 s, raw output in
-benchmarks/results/cpu-dtype-amd-2026-11-26/). So on such a CPU "auto" computes in
+results/benchmarks/cpu-dtype-amd-2026-11-26/). So on such a CPU "auto" computes in
 float32, as long as the float32 weights take at most a quarter of the machine's memory;
 a larger model keeps its checkpoint's dtype. An explicit dtype is always kept.
 """

@@ -17,7 +17,7 @@ measured (the kind is the one `memorag/machine.py` records):
   the libraries' own capacity (1,024) none is compiled twice, with the bound 109 are. Each
   kernel is small here: unbounded, resident memory grew about 0.5 MB per corpus.
 - AMX: the same loop grew resident memory about 16 MB per corpus unbounded, under 0.1 MB
-  bounded, when the bound was added (benchmarks/results/memory_bound*.json).
+  bounded, when the bound was added (results/benchmarks/memory_bound*.json).
 Both settings compute the same memories and clues, bit for bit: a cache decides only whether
 a kernel is compiled again, never which kernel runs.
 """

@@ -5,8 +5,12 @@ defines) that the code and docs cite exists."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT_FOLDERS = ("train", "eval", "benchmarks")
@@ -54,12 +58,12 @@ def test_scripts_neither_edit_sys_path_nor_import_other_script_folders():
 
 
 # Folders whose paths, when cited in a .py, .md or .yaml file, must exist in the checkout.
-CITED_FOLDERS = ("docs", "tests", "benchmarks", "configs", "examples", "slurm", "memorag")
+CITED_FOLDERS = ("docs", "tests", "benchmarks", "configs", "examples", "slurm", "memorag", "results")
 _CITED = re.compile(r"(?<![\w./-])((?:" + "|".join(CITED_FOLDERS) + r")/[\w./*-]*)")
 # Placeholders in a cited path (`memorize-HOST.json`, `step-N.json`): a pattern, not a file.
 _PLACEHOLDER = re.compile(r"(?<![A-Za-z])(HOST|N|STEP|NAME|RANK)(?![A-Za-z])")
 # Files a script writes when run (its default output), named in its help; not citations.
-WRITTEN_BY_RUNS = {"benchmarks/results/train.json": "benchmarks/train.py --json"}
+WRITTEN_BY_RUNS = {"results/benchmarks/train.json": "benchmarks/train.py --json"}
 _SKIPPED_FOLDERS = {".git", ".venv", "runs", "outputs", "__pycache__", ".ruff_cache", ".pytest_cache"}
 
 
@@ -93,7 +97,7 @@ def test_the_citation_check_finds_a_dangling_path(tmp_path):
     (tmp_path / docs).mkdir()
     (tmp_path / docs / "here.md").write_text("x")
     text = (f"see {docs}/here.md, and {docs}/gone.md; tests/x_{{n}}.py is a template,\n"
-            f"benchmarks/results/memorize-HOST.json a placeholder, ({docs}/here.md) again")
+            f"results/benchmarks/memorize-HOST.json a placeholder, ({docs}/here.md) again")
     cited = cited_paths(text)
     assert cited == [(1, f"{docs}/here.md"), (1, f"{docs}/gone.md"), (2, f"{docs}/here.md")]
     assert [path for _, path in cited if dangling(tmp_path, path)] == [f"{docs}/gone.md"]
@@ -191,3 +195,55 @@ def test_every_cited_package_name_exists():
                 for file in files for line, name in cited_modules(file.read_text(encoding="utf-8", errors="replace"))
                 if dangling_module(ROOT, name)]
     assert not problems, "package names cited but not defined (moved or renamed?):\n" + "\n".join(problems)
+
+
+def _package_imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, dotted name) of each name a script imports from the package: `from PACKAGE.a import b`
+    gives `PACKAGE.a.b`, `import PACKAGE.a` gives `PACKAGE.a`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == PACKAGE:
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names if alias.name != "*"]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.split(".")[0] == PACKAGE]
+    return found
+
+
+def test_the_import_check_finds_a_stale_import(tmp_path):
+    package = tmp_path / PACKAGE
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "here.py").write_text("def kept():\n    pass\n")
+    tree = ast.parse(f"from {PACKAGE}.here import kept\nfrom {PACKAGE} import gone\nimport {PACKAGE}.here\n")
+    imports = _package_imports(tree)
+    assert imports == [(1, f"{PACKAGE}.here.kept"), (2, f"{PACKAGE}.gone"), (3, f"{PACKAGE}.here")]
+    assert [name for _, name in imports if dangling_module(tmp_path, name)] == [f"{PACKAGE}.gone"]
+
+
+def test_every_script_imports_only_names_the_package_defines():
+    """A script's `from PACKAGE... import name` names a module or a name the package still has
+    (fast, without running anything; the slow test below imports each script for real)."""
+    problems = [f"{script.relative_to(ROOT)}:{line}: {name}"
+                for script in _scripts() for line, name in _package_imports(ast.parse(script.read_text(encoding="utf-8")))
+                if dangling_module(ROOT, name)]
+    assert not problems, "scripts import names the package no longer has:\n" + "\n".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", _scripts(), ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_every_script_imports(script, monkeypatch):
+    """Each script imports as `python SCRIPT` would run it (its folder first on sys.path), its main
+    guarded: an import that no longer resolves fails here, not on the day someone runs it."""
+    monkeypatch.syspath_prepend(str(script.parent))
+    spec = importlib.util.spec_from_file_location(f"_script_{script.parent.name}_{script.stem}", script)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+
+
+def test_results_hold_records_only():
+    """results/ holds measured records, not code: the scripts that write them live in benchmarks/,
+    eval/ and train/, where the checks above import them."""
+    code = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "results").rglob("*")
+                  if path.suffix in (".py", ".sh", ".ipynb"))
+    assert not code, "code under results/ (move it to benchmarks/ or eval/):\n" + "\n".join(code)

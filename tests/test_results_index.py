@@ -1,4 +1,4 @@
-"""benchmarks/results/ and eval/results/ each have an index (README.md) with one row per record, and no
+"""results/benchmarks/ and results/eval/ each have an index (README.md) with one row per record, and no
 row for a record that is gone: which folder or file backs which figure stays findable."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("folder", ["benchmarks/results", "eval/results"])
+@pytest.mark.parametrize("folder", ["results/benchmarks", "results/eval"])
 def test_every_record_has_a_row_in_its_folders_index(folder):
     index = (ROOT / folder / "README.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\| \[`([^`]+?)/?`\]", index, re.M))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import runpy
 import sys
@@ -61,25 +62,44 @@ def _memorag_sections() -> list[str]:
     return lines
 
 
+SETTINGS_HEADER = "TrainConfig settings"  # where a training script's --help starts listing every setting
+
+
 def _script_sections() -> list[str]:
+    """Each script's help; the training settings, which three scripts share, printed once."""
     lines = ["## Scripts", "",
              "Run from a checkout with the package installed (`make setup`); the training scripts also run "
              "under `accelerate launch`.", ""]
+    settings_shown = False
     for script, summary in SCRIPTS.items():
-        lines += [f"### {script}", "", summary, "", *_block(_script_help(script))]
+        usage, header, settings = _script_help(script).partition(SETTINGS_HEADER)
+        lines += [f"### {script}", "", summary, "", *_block(usage)]
+        if header and not settings_shown:
+            lines += ["#### Training settings", "",
+                      "Every setting of `train/pretrain.py`, `train/sft.py` and `train/evaluate.py` (one config "
+                      "type, `memorag.training.config.TrainConfig`), as the scripts print them:", "",
+                      *_block(header + settings)]
+            settings_shown = True
+        elif header:
+            lines += ["Its settings are the [training settings](#training-settings) above.", ""]
     return lines
 
 
 def _script_help(script: str) -> str:
-    """What `python SCRIPT --help` prints, run in this process."""
+    """What `python SCRIPT --help` prints, run in this process; the logs its imports write (faiss's loader
+    at INFO) are kept out of the build's output."""
     out = io.StringIO()
     argv = sys.argv
     sys.argv = [script, "--help"]
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
+        logging.getLogger("faiss").setLevel(logging.WARNING)
         with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
             runpy.run_path(str(ROOT / script), run_name="__main__")
     finally:
         sys.argv = argv
+        root.handlers[:], root.level = handlers, level
     text = out.getvalue()
     if not text.strip():
         raise RuntimeError(f"{script} --help printed nothing")

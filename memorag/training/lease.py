@@ -3,7 +3,7 @@
 A lease lends one device for at most 30 minutes, 10 per command, with a working tree of at
 most 64 MiB sent each command and at most 8 files of 16 MiB brought back; files written
 beside the tree persist, and a `setsid` process keeps running, while the device is held.
-docs/training.md ("Training on a leased GPU") gives the command sequence; this module is
+docs/contributors/gpu-leases.md gives the command sequence; this module is
 what `train/lease.py` runs:
 
 - `receive` copies the parts a command carried into the lease folder (they persist);

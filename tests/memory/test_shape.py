@@ -1,4 +1,4 @@
-"""The memory package keeps a shape a newcomer can read in one sitting (docs/memory-model.md, "Modules").
+"""The memory package keeps a shape a newcomer can read in one sitting (docs/contributors/design.md).
 
 At most 20 files, none over 450 lines, no function over 60; a short decode from a memory runs code
 in at most 9 of the files; and the docs' module map names every file, once, in reading order.
@@ -17,7 +17,7 @@ from .conftest import random_ids, tiny_memory_model
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "memorag" / "memory"
-DOCS = ROOT / "docs" / "memory-model.md"
+DOCS = ROOT / "docs" / "contributors" / "design.md"
 
 MAX_FILES, MAX_LINES, MAX_FUNCTION_LINES, MAX_DECODE_FILES = 20, 450, 60, 9
 
@@ -96,7 +96,7 @@ def module_map() -> list[str]:
     return names
 
 
-def test_the_docs_open_with_the_module_map():
+def test_the_design_page_opens_with_the_module_map():
     names = module_map()
     assert sorted(names) == sorted(path.name for path in package_files()), "the module map names every file once"
     heading = next(index for index, line in enumerate(DOCS.read_text(encoding="utf-8").splitlines()[1:])
