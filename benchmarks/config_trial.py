@@ -3,7 +3,7 @@ overrides: our own loader (memorag.config), pydantic's TypeAdapter over the same
 transformers' HfArgumentParser. The same cases run through each on the real `TrainConfig` and
 `configs/debug.yaml`; the output is one JSON record per case and a summary of lines of code.
 
-    python benchmarks/config_trial.py --out results/config-trial/trial.json
+    python benchmarks/config_trial.py --out /tmp/trial.json
 
 What each case checks (CONTRIBUTING.md, "Configs", states the decision taken from it):
   round trip     load debug.yaml, save it, load the saved file: the same config
