@@ -8,7 +8,9 @@ Each case is written to a new folder under --work (deleted after), then read in 
 (`--code` first on its path, the current folder not on it) under `prlimit --as` (--cap-gb, default 6) and `timeout`
 (--timeout, default 120 s), so a case that would take the machine down is stopped instead.
 Peak memory is that process's peak resident set (its children's included, as `wait4` reports
-it); the record holds the exit status, the documents read and the last line of its stderr.
+it; a Python holding the parsers and memorag's document types takes about 200 MB of it), and
+where the reader process exists its own peak (`ReaderPool.peak_mb`, sampled); the record holds
+the exit status, the time, the documents read, the refusals and the last line of stderr.
 The files come from tests/documents/hostile.py.
 """
 
@@ -36,7 +38,13 @@ import json, sys
 from memorag.documents import ReadOptions, read_paths
 options = ReadOptions(**json.loads(sys.argv[2]))
 result = read_paths([sys.argv[1]], options)
-print(json.dumps({"documents": [d.id for d in result.documents], "problems": [str(p) for p in result.problems]}))
+record = {"documents": [d.id for d in result.documents], "problems": [str(p) for p in result.problems]}
+try:
+    from memorag.documents.sandbox import pool_for
+    record["reader_peak_rss_mb"] = round(pool_for(options.memory_mb).peak_mb)
+except ImportError:
+    pass  # before the reader process existed
+print(json.dumps(record))
 """
 
 
@@ -74,6 +82,7 @@ def _cases() -> dict:
         "docx billion laughs": (file("laughs.docx", hostile.laughs_docx), {}),
         "docx 60,000 members": (file("many.docx", lambda: hostile.many_members_docx(60_000)), {}),
         "docx truncated": (file("cut.docx", lambda: hostile.paragraphs_docx(2 * MB)[:3000]), {}),
+        "docx truncated part": (file("cut.docx", hostile.truncated_docx), {}),
         "pdf stream 900 MB x4 pages": (file("bomb.pdf", lambda: hostile.stream_bomb_pdf(900 * MB, pages=4)), {}),
         "pdf stream 2.5 GB": (file("bomb.pdf", lambda: hostile.stream_bomb_pdf(int(2.5 * GB))), {}),
         "pdf page tree 10^6": (file("tree.pdf", hostile.page_tree_pdf), {}),
