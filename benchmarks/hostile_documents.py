@@ -11,7 +11,7 @@ Peak memory is that process's peak resident set (its children's included, as `wa
 it; a Python holding the parsers and memorag's document types takes about 200 MB of it), and
 where the reader process exists its own peak (`ReaderPool.peak_mb`, sampled); the record holds
 the exit status, the time, the documents read, the refusals and the last line of stderr.
-The files come from tests/documents/hostile.py.
+The files come from memorag/benchmarking/hostile_documents.py, as in the tests.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.documents import hostile  # noqa: E402
+from memorag.benchmarking import hostile_documents as hostile
 
 GB, MB = 1_000_000_000, 1_000_000
 _READER = """

@@ -23,7 +23,6 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-import memorag
 from memorag.documents.errors import DocumentReadError
 from memorag.documents.extracted import Extracted
 
@@ -107,7 +106,7 @@ class ReaderPool:
             return
         jobs_read, jobs_write = os.pipe()
         replies_read, replies_write = os.pipe()
-        package_root = os.path.dirname(os.path.dirname(memorag.__file__))
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         self._stderr = tempfile.TemporaryFile()
         try:

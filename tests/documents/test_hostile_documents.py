@@ -3,7 +3,7 @@ files that hang a parser, FIFOs and links out of the folder. Each is read in a f
 good file by a new reader process whose peak memory is measured (`ReaderPool.peak_mb`):
 the bad file is refused on one line naming it, within the memory and time limits, and the good
 file is still read. The files are built in the tests
-(tests/documents/hostile.py); the heavy ones are marked slow.
+(memorag/benchmarking/hostile_documents.py); the heavy ones are marked slow.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from memorag.documents import ReadOptions, read_paths
 from memorag.documents.sandbox import pool_for
 
-from . import hostile
+from memorag.benchmarking import hostile_documents as hostile
 
 GOOD = "# Good\n\nThe otter keeps the key.\n"
 

@@ -11,7 +11,7 @@ import pytest
 from memorag.cli_inputs import read_documents
 from memorag.documents import DocumentReadError, ReadOptions, detect_format, extract, read_paths
 
-from . import hostile
+from memorag.benchmarking import hostile_documents as hostile
 from .builders import write
 
 RUSSIAN = "Привет, мир: маяк стоит на северном мысе."

@@ -1,5 +1,5 @@
-"""Hostile documents built in-process: zip and Flate bombs, entity expansion, deep nesting,
-formatting bombs. Each inflating stream is written as one compressed block repeated (a full
+"""Hostile documents built in-process, for the reader's tests and `benchmarks/hostile_documents.py`:
+zip and Flate bombs, entity expansion, deep nesting, formatting bombs. Each inflating stream is written as one compressed block repeated (a full
 flush resets deflate's state, so the same block compresses to the same bytes every time):
 gigabytes of inflated content cost milliseconds and a few kB here.
 """
