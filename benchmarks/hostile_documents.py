@@ -55,8 +55,8 @@ def _cases() -> dict:
         os.symlink("/etc/passwd", folder / "passwd.txt")
         os.symlink("/dev/zero", folder / "zero.txt")
 
-    def many(folder):
-        for n in range(40_000):
+    def many(folder, count=40_000):
+        for n in range(count):
             (folder / f"note{n:05d}.txt").write_text(f"note {n}\n")
 
     def big_html(folder):
@@ -95,8 +95,17 @@ def _cases() -> dict:
         "text starting GIF89a": (file("gif.txt", lambda: b"GIF89a is the animated format.\n"), {}),
         "fifo doc.txt": (lambda folder: os.mkfifo(folder / "doc.txt"), {}),
         "links to /etc/passwd, /dev/zero": (links, {}),
+        "10,000 small files": (lambda folder: many(folder, 10_000), {}),
         "40,000 small files": (many, {}),
     }
+
+
+def _shortened(record: dict) -> dict:
+    """`record` with a long list of documents cut to its count and first names."""
+    documents = record.get("documents", [])
+    if len(documents) > 20:
+        record["documents"] = documents[:5] + [f"... {len(documents):,} documents in all"]
+    return record
 
 
 def run_case(write, options: dict, args) -> dict:
@@ -116,7 +125,7 @@ def run_case(write, options: dict, args) -> dict:
         record = {"exit": process.returncode, "seconds": round(seconds, 2), "peak_rss_mb_so_far": round(peak_kb / 1024),
                   "stderr_last": lines[-1][:300] if lines else ""}
         if process.returncode == 0:
-            record.update(json.loads(out.decode().strip().splitlines()[-1]))
+            record.update(_shortened(json.loads(out.decode().strip().splitlines()[-1])))
         return record
     finally:
         shutil.rmtree(folder, ignore_errors=True)
