@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from memorag.benchmarking import hostile_documents as hostile
 from memorag.documents import ReadOptions, read_paths
 from memorag.documents.sandbox import pool_for
-
-from memorag.benchmarking import hostile_documents as hostile
 
 GOOD = "# Good\n\nThe otter keeps the key.\n"
 

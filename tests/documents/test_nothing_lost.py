@@ -8,10 +8,10 @@ import os
 
 import pytest
 
+from memorag.benchmarking import hostile_documents as hostile
 from memorag.cli_inputs import read_documents
 from memorag.documents import DocumentReadError, ReadOptions, detect_format, extract, read_paths
 
-from memorag.benchmarking import hostile_documents as hostile
 from .builders import write
 
 RUSSIAN = "Привет, мир: маяк стоит на северном мысе."
