@@ -75,9 +75,9 @@ def pdf_pdfplumber(data: bytes) -> list[str]:
 
 
 def html_selectolax(data: bytes) -> tuple[str, int]:
-    from memorag.documents.html import read_html
+    from memorag.documents.html import decode_html, read_html
 
-    extracted = read_html(data, "page.html")
+    extracted = read_html(decode_html(data, "page.html"))
     return extracted.text, len(extracted.headings)
 
 

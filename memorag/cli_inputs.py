@@ -17,7 +17,15 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from memorag.documents import DEFAULT_MAX_MB, ReadOptions, expand, read_paths
+from memorag.documents import (
+           DEFAULT_MAX_MB,
+           DEFAULT_MEMORY_MB,
+           DEFAULT_SECONDS,
+           DocumentReadError,
+           ReadOptions,
+           read_paths,
+)
+from memorag.documents.files import openable, walk
 from memorag.errors import CliInputError
 
 
@@ -29,12 +37,28 @@ def add_document_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                        help="in folders, leave out files and folders whose name or path matches (repeatable)")
     group.add_argument("--max-file-mb", type=float, default=DEFAULT_MAX_MB, metavar="MB",
-                       help=f"refuse files larger than this (default: {DEFAULT_MAX_MB:g})")
+                       help=f"refuse files larger than this, from their size before they are read, and files "
+                            f"whose text is longer than this many million characters (default: {DEFAULT_MAX_MB:g})")
+    add_read_limit_options(group)
+    group.add_argument("--follow-links", action="store_true",
+                       help="in folders, read files and folders that links lead to outside the folder (default: "
+                            "refused by name, so a link to /etc/passwd or /dev/zero is never read)")
+
+
+def add_read_limit_options(group) -> None:
+    """--read-memory-mb and --read-seconds: the limits of reading one file (the server has them too)."""
+    group.add_argument("--read-memory-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
+                       help="memory one file's reading may take: files are read in a separate process with this "
+                            f"address space; a file needing more is refused (default: {DEFAULT_MEMORY_MB})")
+    group.add_argument("--read-seconds", type=float, default=DEFAULT_SECONDS, metavar="SECONDS",
+                       help=f"time one file's reading may take before it is stopped and refused "
+                            f"(default: {DEFAULT_SECONDS:g})")
 
 
 def read_options(args: argparse.Namespace) -> ReadOptions:
     return ReadOptions(encoding=args.encoding, max_mb=args.max_file_mb, include=tuple(args.include),
-                       exclude=tuple(args.exclude))
+                       exclude=tuple(args.exclude), memory_mb=args.read_memory_mb, seconds=args.read_seconds,
+                       follow_links=args.follow_links)
 
 
 def read_documents(paths: Sequence[str], options: ReadOptions, report: Callable[[str], None]) -> tuple[list, int]:
@@ -69,13 +93,13 @@ def cache_key(paths: Sequence[str], options: ReadOptions, settings: dict) -> str
     from memorag.pipeline import IDENTITY_KEYS
 
     digest = hashlib.sha256()
-    for file in expand(list(paths), options):
-        digest.update(os.path.basename(file).encode() + b"\0")
-        try:
-            with open(file, "rb") as handle:
+    for file, root in walk(list(paths), options).files:
+        digest.update(os.fsencode(file.name) + b"\0")
+        try:  # the checks reading makes first: a FIFO, a device or a link out of the folder is never opened
+            with open(openable(file, root, options), "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 22), b""):
                     digest.update(block)
-        except OSError:
+        except (OSError, DocumentReadError):
             digest.update(b"\0unreadable")  # reported when read
         digest.update(b"\0")
     shaping = {key: settings[key] for key in IDENTITY_KEYS if key in settings}

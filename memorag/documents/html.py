@@ -2,15 +2,23 @@
 heading paths, parsed by selectolax (the lexbor engine; MIT), chosen by
 `benchmarks/document_formats.py` (docs/formats.md).
 
+The page is decoded before it is parsed: a byte-order mark first, then the charset its
+`<meta charset>` or `<meta http-equiv="Content-Type">` declares in its first kB (the HTML
+standard's prescan; "iso-8859-1" and "ascii" mean windows-1252, as in browsers), then
+UTF-8 or the detected encoding. A declared charset the bytes contradict is refused, naming both.
+
 Dropped: scripts, styles, navigation bars and forms. Tables are kept row by row, cells
 joined by " | "; preformatted text keeps its lines. Lost: images and their alt text.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 
+from memorag.documents.errors import DocumentReadError
 from memorag.documents.extracted import Extracted, TextBuilder
+from memorag.documents.text import AUTO, checked_text, decode_text
 
 _SKIPPED = ("script", "style", "noscript", "template", "nav", "form", "svg", "iframe", "head")
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
@@ -21,13 +29,59 @@ _BLOCKS = frozenset({
 })
 _CELLS = frozenset({"td", "th"})
 _SPACE = re.compile(r"\s+")
+_META_CHARSET = re.compile(rb"<meta\s[^>]*?charset\s*=\s*[\"']?\s*([-\w.:]+)", re.IGNORECASE)
+_BROWSER_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252", "utf-16": "utf-8", "utf-16-le": "utf-8",
+                    "utf-16-be": "utf-8"}
+_BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
-def read_html(data: bytes, name: str, text: str | None = None) -> Extracted:
-    """The page in `data` (its bytes; or `text`, already decoded) as text with heading paths."""
-    from selectolax.lexbor import LexborHTMLParser
+def decode_html(data: bytes, name: str, encoding: str = AUTO) -> str:
+    """The page `data` as text: in `encoding` when named, else as its byte-order mark or its
+    declared charset says, else UTF-8 or the encoding detected."""
+    declared = _declared_charset(data, name) if encoding == AUTO and not data.startswith(_BOMS) else None
+    if declared is None:
+        return decode_text(data, name, encoding)
+    try:
+        text = data.decode(declared)
+    except UnicodeDecodeError as error:
+        raise DocumentReadError(
+            name, f"declares charset {declared} but is not {declared} (byte 0x{data[error.start]:02x} at offset "
+                  f"{error.start})", "fix its <meta charset>, or name its encoding with --encoding") from error
+    if declared != "utf-8" and not data.isascii() and _is_utf8(data):
+        raise DocumentReadError(name, f"declares charset {declared} but its bytes are UTF-8",
+                                f"fix its <meta charset>, or read it with --encoding utf-8 (or --encoding {declared})")
+    return checked_text(text, name)
 
-    tree = LexborHTMLParser(text if text is not None else data)
+
+def _declared_charset(data: bytes, name: str) -> str | None:
+    match = _META_CHARSET.search(data, 0, 1024)
+    if match is None:
+        return None
+    label = match.group(1).decode("ascii", "replace")
+    try:
+        codec = codecs.lookup(label).name
+    except LookupError as error:
+        raise DocumentReadError(name, f"declares charset {label!r}, which is not known",
+                                "fix its <meta charset>, or name its encoding with --encoding") from error
+    return _BROWSER_ALIASES.get(codec, codec)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def read_html(text: str) -> Extracted:
+    """The page `text` (decoded: `decode_html`) as text with heading paths."""
+    from selectolax.lexbor import LexborHTMLParser, SelectolaxError
+
+    try:
+        tree = LexborHTMLParser(text)
+    except SelectolaxError as error:  # lexbor gives up only when an allocation fails
+        raise MemoryError(str(error)) from error
     for tag in _SKIPPED:
         for node in tree.css(tag):
             node.decompose()

@@ -6,6 +6,10 @@ Kept: each page's text in PDFium's reading order, where each page begins, and th
 (PDFium marks such a hyphen as soft), and a running header or footer line (the same first
 or last line on many pages, page numbers aside) is dropped. Lost: images, and any page
 without a text layer (a scan: the whole file is refused with the advice to run OCR).
+
+Bounded: a page tree claiming more than `MAX_PAGES` pages is refused before any page is
+loaded; PDFium's own decoding of streams is bounded by the reader process's memory and time
+limits (`memorag.documents.sandbox`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ _SOFT_HYPHEN_BREAK = re.compile("\x02\n")
 _DIGITS = re.compile(r"\d+")
 # A page needs this many letters or digits to count as having a text layer.
 MIN_PAGE_CHARS = 16
+MAX_PAGES = 20_000
 
 
 def read_pdf(data: bytes, name: str) -> Extracted:
@@ -32,14 +37,10 @@ def read_pdf(data: bytes, name: str) -> Extracted:
     except pypdfium2.PdfiumError as error:
         raise _open_error(name, str(error)) from error
     try:
-        pages = []
-        for index in range(len(pdf)):
-            page = pdf[index]
-            try:
-                pages.append(page.get_textpage().get_text_range())
-            except pypdfium2.PdfiumError as error:
-                raise DocumentReadError(name, f"page {index + 1} cannot be read ({error})",
-                                        "repair it (e.g. `qpdf FILE fixed.pdf`) and give the result") from error
+        if len(pdf) > MAX_PAGES:
+            raise DocumentReadError(name, f"cannot be read safely: its page tree claims {len(pdf):,} pages "
+                                          f"(limit {MAX_PAGES:,})", "split it (e.g. `qpdf FILE --pages . 1-1000 -- part.pdf`)")
+        pages, drawn = _page_texts(pdf, name)
         outline = _outline(pdf)
     finally:
         pdf.close()
@@ -47,6 +48,9 @@ def read_pdf(data: bytes, name: str) -> Extracted:
     pages = _drop_running_lines(pages)
     if not pages:
         raise DocumentReadError(name, "has no pages", "give a PDF with some text")
+    if not any(sum(char.isalnum() for char in text) >= MIN_PAGE_CHARS for text in pages) and not drawn:
+        raise DocumentReadError(name, f"has nothing on any of its {len(pages)} page(s) (no text, no drawing)",
+                                "give a PDF with some text")
     if not any(sum(char.isalnum() for char in text) >= MIN_PAGE_CHARS for text in pages):
         stem = name.rsplit("/", 1)[-1].removesuffix(".pdf")
         raise DocumentReadError(name, f"has no text layer on any of its {len(pages)} page(s)",
@@ -58,6 +62,22 @@ def read_pdf(data: bytes, name: str) -> Extracted:
     text, page_starts = builder.build().text, builder.page_starts
     headings = [Heading(page_starts[index], path) for index, path in outline if index < len(page_starts)]
     return Extracted(text, page_starts, sorted(headings, key=lambda heading: heading.start_char))
+
+
+def _page_texts(pdf, name: str) -> tuple[list[str], bool]:
+    """Each page's text, and whether any page draws anything (a scan does; an empty page does not)."""
+    import pypdfium2
+
+    pages, drawn = [], False
+    for index in range(len(pdf)):
+        page = pdf[index]
+        try:
+            pages.append(page.get_textpage().get_text_range())
+        except pypdfium2.PdfiumError as error:
+            raise DocumentReadError(name, f"page {index + 1} cannot be read ({error})",
+                                    "repair it (e.g. `qpdf FILE fixed.pdf`) and give the result") from error
+        drawn = drawn or pypdfium2.raw.FPDFPage_CountObjects(page.raw) > 0
+    return pages, drawn
 
 
 def _open_error(name: str, message: str) -> DocumentReadError:

@@ -87,7 +87,7 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
     limits = limits or ServeLimits()
     policy = policy or AccessPolicy.for_address("127.0.0.1", limits.max_body_bytes)
     worker = worker or ModelWorker(limits.job_timeout)
-    uploads = UploadReader(limits.job_timeout)
+    uploads = UploadReader(limits.job_timeout, limits.read)
     for module in store.model_modules():
         worker.watch(module)
 

@@ -17,6 +17,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from memorag.cli_inputs import add_read_limit_options
+from memorag.documents.options import ReadOptions
 from memorag.serve.guard import API_KEY_ENV, is_loopback
 from memorag.serve.limits import MIB, ServeLimits
 
@@ -71,6 +73,7 @@ def add_serve_parser(commands, model_options: Callable[..., None]) -> None:
                            f"limit (default: {limits.job_timeout:g})")
     work.add_argument("--max-connections", type=int, default=64, metavar="N",
                       help="open connections at once; more are answered 503 (default: 64)")
+    add_read_limit_options(work)
     model_options(serve, True, json_output=False)  # the server answers in JSON already; no --json
 
 
@@ -86,7 +89,8 @@ def serve_options(args: argparse.Namespace) -> tuple[ServeLimits, str | None]:
         raise CliInputError(f"--max-connections {args.max_connections}: allow at least 1")
     try:
         limits = ServeLimits(max_body_bytes=int(args.max_body_mb * MIB), max_memorize_tokens=args.max_memorize_tokens,
-                             max_query_chars=args.max_query_chars, job_timeout=args.job_timeout or None)
+                             max_query_chars=args.max_query_chars, job_timeout=args.job_timeout or None,
+                             read=ReadOptions(memory_mb=args.read_memory_mb, seconds=args.read_seconds))
     except ValueError as error:
         raise CliInputError(f"{error} (check --max-body-mb, --max-memorize-tokens, --max-query-chars, "
                             "--job-timeout)") from error

@@ -8,7 +8,9 @@ job should need more than five. Every limit is a `memorag serve` option.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+from memorag.documents.options import ReadOptions
 
 MIB = 2**20
 
@@ -22,6 +24,7 @@ class ServeLimits:
     max_query_chars: int = 4_000  # --max-query-chars: a query's length, before any model work
     max_json_depth: int = 16  # nesting of the JSON body (the API needs 3)
     job_timeout: float | None = 300.0  # --job-timeout: seconds one job may run before it is cancelled
+    read: ReadOptions = field(default_factory=ReadOptions)  # --read-memory-mb, --read-seconds: one upload's reading
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_memorize_tokens", "max_query_chars", "max_json_depth"):
@@ -32,4 +35,5 @@ class ServeLimits:
 
     def describe(self) -> dict[str, int | float | None]:
         """The limits, as `GET /health` reports them (so a client can check its request first)."""
-        return asdict(self)
+        limits = {name: value for name, value in asdict(self).items() if name != "read"}
+        return {**limits, "read_memory_mb": self.read.memory_mb, "read_seconds": self.read.seconds}

@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
+from memorag.documents.options import ReadOptions
 from memorag.memtrim import release_memory
 from memorag.pipeline import InputError
 from memorag.retrieval.chunking import Document
@@ -36,14 +38,17 @@ class UploadReader:
     """Reads the uploads of one request at a time on its own thread; `time_limit` (seconds, None:
     none) bounds how long a request waits for its files."""
 
-    def __init__(self, time_limit: float | None = None) -> None:
+    def __init__(self, time_limit: float | None = None, options: ReadOptions | None = None) -> None:
         self.time_limit = time_limit
+        self.options = options or ReadOptions()
+        if time_limit is not None:  # the reader's own clock ends a read the request no longer waits for
+            self.options = dataclasses.replace(self.options, seconds=min(self.options.seconds, time_limit))
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorag-uploads")
 
     async def read(self, uploads: list[Upload]) -> list[Document]:
         """The documents in `uploads`, or an `InputError` naming each file that cannot be read
         (`JobCancelled` when reading them takes over the time limit)."""
-        future = asyncio.wrap_future(self._executor.submit(read_uploads, uploads))
+        future = asyncio.wrap_future(self._executor.submit(read_uploads, uploads, self.options))
         try:
             return await asyncio.wait_for(future, self.time_limit)
         except TimeoutError:
@@ -57,13 +62,13 @@ class UploadReader:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-def read_uploads(uploads: list[Upload]) -> list[Document]:
+def read_uploads(uploads: list[Upload], options: ReadOptions) -> list[Document]:
     """Decode and read every upload (on the reading thread); refuse them all, naming each file
     that cannot be read and its fix, if any cannot."""
     documents, problems = [], []
     for upload in uploads:
         try:
-            documents.append(read_upload(upload))
+            documents.append(read_upload(upload, options))
         except InputError as problem:
             problems.append((upload.name, str(problem)))
     if problems:
@@ -73,7 +78,7 @@ def read_uploads(uploads: list[Upload]) -> list[Document]:
     return documents
 
 
-def read_upload(upload: Upload) -> Document:
+def read_upload(upload: Upload, options: ReadOptions) -> Document:
     """The document in one upload; any failure an `InputError` naming the file."""
     import memorag.documents as documents  # looked up at each call: the reader is the documents package's
 
@@ -82,7 +87,7 @@ def read_upload(upload: Upload) -> Document:
     except binascii.Error as error:
         raise InputError(f"files[{upload.position}] ({clip(upload.name)}): 'base64' is not base64 ({error})") from None
     try:
-        _, extracted = documents.extract(data, upload.name)
+        _, extracted = documents.extract(data, upload.name, options)
     except documents.DocumentReadError as problem:
         raise InputError(str(problem)) from None
     except Exception as error:  # a parser's own exception: still a refusal of this file, never a 500
