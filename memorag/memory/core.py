@@ -236,9 +236,14 @@ class MemoryCore(nn.Module):
         rows = None
         if piece.num_memory:
             rows = row_split(piece, device)
-            memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], piece.num_memory, -1)
-            hidden = rows.merge(hidden, memory)  # [B, T, D], sequence order
+            hidden = self.with_memory_rows(hidden, rows)  # [B, T, D], sequence order
         return hidden, positions, rows
+
+    def with_memory_rows(self, hidden: torch.Tensor, rows: RowSplit) -> torch.Tensor:
+        """Raw rows' input states [B, n, D] -> with the memory embedding inserted where `rows` puts the
+        memory tokens [B, n + m, D], in sequence order: the one place memory rows are inserted."""
+        memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], rows.memory.shape[0], -1)
+        return rows.merge(hidden, memory)
 
     def _window_rows(self, item: StepInput) -> PieceRows:
         hidden, positions, rows = self._embedded_rows(item)

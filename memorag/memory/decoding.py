@@ -39,7 +39,7 @@ from .cache import CacheBlock, MemoryCache, bucketed
 from .core import MemoryCore, StepInput, plan_steps
 from .schedule import ScheduleState
 from .state import Memory
-from .tables import bucket_bias, raw_then_memory
+from .tables import bucket_bias, raw_then_memory, self_only_bias
 
 logger = logging.getLogger(__name__)
 
@@ -210,8 +210,7 @@ def shared_round(model: MemoryCore, block: CacheBlock, token_ids: Sequence[torch
     split = None
     if rows == 2:
         split = raw_then_memory(torch.device(device))
-        memory_rows = model.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], 1, -1)
-        hidden = split.merge(hidden, memory_rows)  # [P, 2, D]
+        hidden = model.with_memory_rows(hidden, split)  # [P, 2, D]
     positions = torch.tensor(written, device=device)  # [P, T]: buffer rows are positions (rotated keys)
     context = BufferStep(block.keys, block.values, positions, KeysSeen(bias=torch.stack(biases)), split,
                          model.base_dtype, model.config.attn_implementation)
@@ -229,9 +228,7 @@ def _round_rows(model: MemoryCore, block: CacheBlock, cache: MemoryCache, item: 
         raise RuntimeError("a cache of the decoding block is full: allocate the block with more rows")
     own = [length + t for t in range(rows)]
     if item is None:  # nothing read this round: placeholder rows, each seeing itself alone
-        bias = torch.full((rows, capacity), float("-inf"), dtype=dtype, device=device)
-        bias[torch.arange(rows, device=device), torch.tensor(own, device=device)] = 0
-        return 0, own, bias
+        return 0, own, self_only_bias(length, rows, capacity, device, dtype)
     piece = item.piece
     bias = bucket_bias(model.config.attention, piece.ratio, piece.num_entries, piece.rows_before, piece.num_rows,
                        capacity, device, dtype)  # [T_i, C]

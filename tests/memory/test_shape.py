@@ -146,3 +146,13 @@ def _method_source(method) -> str:
     import textwrap
 
     return textwrap.dedent(inspect.getsource(method))
+
+
+def test_memory_rows_are_inserted_and_biases_started_in_one_place():
+    """One copy each: the memory embedding is expanded into a step's rows by `with_memory_rows` alone, and
+    every additive bias starts from `unseen` (the one `-inf` fill)."""
+    sources = _sources()
+    inserts = [name for name, text in sources.items() for _ in re.finditer(r"memory_embedding\.to\(", text)]
+    assert inserts == ["core.py"]
+    fills = [name for name, text in sources.items() for _ in re.finditer(r"float\(\"-inf\"\)", text)]
+    assert fills == ["tables.py"]
