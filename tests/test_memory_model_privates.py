@@ -97,7 +97,7 @@ def test_the_scan_finds_private_uses_and_ignores_the_class_own():
 
 def test_the_memory_model_has_private_members_to_protect():
     names = model_private_members()
-    assert {"_window_rows", "_decode_rows", "_grouped_attention", "_weights_hash", "_decode"} <= names
+    assert {"_window_rows", "_decode_rows", "_weights_hash", "_decode"} <= names
 
 
 def test_no_module_outside_the_model_uses_its_private_members():

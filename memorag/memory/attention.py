@@ -9,12 +9,14 @@ each computed only for its own rows) and where its keys and values go. Without a
 is the base attention, untouched, so a patched model still runs as plain transformers.
 
 The contexts, one per kind of step (the caller of the step names the kind, memory/core.py):
-- `WindowStep`: a piece of a window over its cache's valid rows, by the kernel the config
-  names (`KERNELS`);
+- `WindowStep`: a piece of a window over its cache's valid rows;
 - `BufferStep`: a decoding step over whole cache buffers with an additive bias, its shapes the
-  same token after token, so that it compiles whole (`attend_buffers`);
+  same token after token, so that it compiles whole;
 - `PackedStep`: several sequences' steps packed along one row axis, each attending as alone
   (`PackedRows` packs their rows).
+Both kinds attend through the one kernel registry (`KERNELS`, the kernel the config names), each
+kernel taking the keys a query sees in either form (`KeysSeen`), and the layer's head groups
+(grouped-query attention is decided once, when the layer is wrapped: `MemoryAttention.kv_groups`).
 """
 
 from __future__ import annotations
@@ -48,66 +50,76 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 # -- the kernels ----------------------------------------------------------------------------------
-# (query [B, H, Tq, d], key/value [B, H_kv, S, d], prefix, mask [Tq, S - prefix] or None, scale) -> [B, Tq, H, d]:
-# keys `[:prefix]` are seen by every query; `mask` covers the rest (None: causal aligned to the last key)
-Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int, "torch.Tensor | None", float], torch.Tensor]
+@dataclass
+class KeysSeen:
+    """Which keys each query of a step sees, in one of two forms.
+
+    A window step's keys are the cache's valid rows `[prefix | tail]`: the first `prefix` (memory
+    entries) seen by every query, `mask` [Tq, tail] (True: may attend) over the rest, None for causal
+    aligned to the last key. A decoding step's keys are whole cache buffers: `bias` [Tq, C] (0: seen,
+    -inf: not), or [B, Tq, C] each sequence its own, over every buffer row (`bucket_bias`)."""
+
+    prefix: int = 0
+    mask: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
 
 
-def sdpa(query, key, value, prefix: int, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """`F.scaled_dot_product_attention` over `[memory | window]`: `is_causal` when the keys are exactly the
-    queries' own rows, else a boolean mask (every memory entry, then the window's). On CUDA the causal mask
-    aligned to the last key (a window after its memory) is torch's `causal_lower_right`, which SDPA runs
-    as flash attention's own causal mask: no mask tensor, and faster than the boolean mask's kernel."""
+# (query [B, H, Tq, d], key/value [B, H_kv, S, d], keys seen, scale, query heads per key/value head)
+# -> [B, Tq, H, d]. The head groups are the layer's constant (`MemoryAttention.kv_groups`), never
+# compared from tensor shapes: inside a graph compiled with dynamic shapes that gives a SymBool SDPA refuses.
+Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KeysSeen, float, int], torch.Tensor]
+
+
+def sdpa(query, key, value, seen: KeysSeen, scale: float, groups: int) -> torch.Tensor:
+    """`F.scaled_dot_product_attention`. Over whole buffers the bias is the mask; every shape then depends
+    on the capacity, not the length, so kernels (and a CUDA backend's plans) are reused token after token.
+    Over valid rows: `is_causal` when the keys are exactly the queries' own rows, else a boolean mask
+    (every memory entry, then the window's). On CUDA the causal mask aligned to the last key (a window after
+    its memory) is torch's `causal_lower_right`, which SDPA runs as flash attention's own causal mask: no
+    mask tensor, and faster than the boolean mask's kernel."""
+    if seen.bias is not None:
+        bias = seen.bias[:, None] if seen.bias.dim() == 3 else seen.bias  # [B, 1, Tq, C]: every head
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=scale, enable_gqa=groups > 1)
+        return out.transpose(1, 2)
     num_queries, num_keys = query.shape[2], key.shape[2]
-    is_causal = mask is None and num_queries == num_keys
+    is_causal = seen.mask is None and num_queries == num_keys
     full = None
-    if mask is None and 1 < num_queries < num_keys and query.is_cuda:
+    if seen.mask is None and 1 < num_queries < num_keys and query.is_cuda:
         full = causal_lower_right(num_queries, num_keys)
-    elif not is_causal and not (mask is None and num_queries == 1):
-        full = full_mask(num_queries, prefix, num_keys - prefix, mask, query.device)
+    elif not is_causal and not (seen.mask is None and num_queries == 1):
+        full = full_mask(num_queries, seen.prefix, num_keys - seen.prefix, seen.mask, query.device)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=full, is_causal=is_causal, scale=scale,
-                                         enable_gqa=query.shape[1] != key.shape[1])
+                                         enable_gqa=groups > 1)
     return out.transpose(1, 2)
 
 
-def eager(query, key, value, prefix: int, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """Plain matmul-softmax with an explicit mask, for debugging."""
-    groups = query.shape[1] // key.shape[1]
-    full = full_mask(query.shape[2], prefix, key.shape[2] - prefix, mask, query.device)
-    key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+def eager(query, key, value, seen: KeysSeen, scale: float, groups: int) -> torch.Tensor:
+    """Plain matmul-softmax, for debugging."""
+    if groups > 1:
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
     scores = torch.matmul(query, key.transpose(2, 3)) * scale  # [B, H, Tq, S]
-    scores = scores.masked_fill(~full, torch.finfo(scores.dtype).min)
+    if seen.bias is not None:
+        scores = scores + (seen.bias[:, None] if seen.bias.dim() == 3 else seen.bias)
+    else:
+        full = full_mask(query.shape[2], seen.prefix, key.shape[2] - seen.prefix, seen.mask, query.device)
+        scores = scores.masked_fill(~full, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     return torch.matmul(weights, value).transpose(1, 2)
 
 
-def flash_attention_2(query, key, value, prefix: int, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """FlashAttention 2 on CUDA, whose causal mask is aligned to the last key: exactly the `mask=None` case;
-    an explicit mask, or the CPU, goes to `sdpa`."""
-    if mask is not None or not query.is_cuda:
-        return sdpa(query, key, value, prefix, mask, scale)
+def flash_attention_2(query, key, value, seen: KeysSeen, scale: float, groups: int) -> torch.Tensor:
+    """FlashAttention 2 on CUDA, whose causal mask is aligned to the last key: exactly the case of valid rows
+    without a mask; a mask, a bias, or the CPU, goes to `sdpa`."""
+    if seen.mask is not None or seen.bias is not None or not query.is_cuda:
+        return sdpa(query, key, value, seen, scale, groups)
     from flash_attn import flash_attn_func
 
     return flash_attn_func(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scale,
                            causal=True)
 
 
-# `MemoryConfig.attn_implementation` -> the kernel a window's rows attend with
+# `MemoryConfig.attn_implementation` -> the kernel every step's rows attend with: the one registry
 KERNELS: dict[str, Kernel] = {"sdpa": sdpa, "eager": eager, "flash_attention_2": flash_attention_2}
-
-
-def attend_buffers(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor, scale: float,
-                   grouped: bool) -> torch.Tensor:
-    """A decoding step's kernel: `query` [B, H, Tq, d] over whole cache buffers `key`/`value` [B, H_kv, C, d]
-    with the additive `bias` [Tq, C] (`bucket_bias`), or [B, Tq, C] (each sequence its own), as SDPA's mask.
-    Every shape depends on the capacity C, not on the length, so kernels (and a CUDA backend's execution
-    plans) are reused token after token. `grouped` (fewer key/value heads than query heads) is given as a
-    constant: compared inside a graph compiled with dynamic shapes, the head counts give a SymBool SDPA
-    refuses. Returns [B, Tq, H, d]."""
-    if bias.dim() == 3:
-        bias = bias[:, None]  # [B, 1, Tq, C]: every head of a sequence
-    out = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=scale, enable_gqa=grouped)
-    return out.transpose(1, 2)
 
 
 # -- the step contexts ----------------------------------------------------------------------------
@@ -128,14 +140,12 @@ class StepContext(Protocol):
 
 @dataclass
 class WindowStep:
-    """A piece of a window: keys are `[prefix | tail]`, the first `prefix` (memory entries) seen by every
-    row, `mask` [T, tail] (True: may attend) saying which tail keys (the current window's rows) each row
-    sees, None for causal aligned to the last key (the step's own rows come last)."""
+    """A piece of a window over its cache's valid rows: the keys `[memory entries | window so far | these
+    rows]`, which of them each row sees as `seen` says (a prefix and a window mask)."""
 
     cache: MemoryCache
-    prefix: int
+    seen: KeysSeen
     rows: RowSplit | None = None
-    mask: torch.Tensor | None = None
     implementation: str = "sdpa"
     dtype: torch.dtype | None = None
 
@@ -152,20 +162,21 @@ class WindowStep:
         keys, values = self.cache.write(attention.layer_idx, key, value)  # [B, H_kv, S, d]
         keys = self.cache.read_keys(keys)
         kernel = KERNELS[self.implementation]
-        return kernel(query, keys, values, self.prefix, self.mask, attention.scaling).contiguous()
+        return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups).contiguous()
 
 
 @dataclass
 class BufferStep:
-    """A decoding step: every field a tensor or a constant of the model, so that it compiles whole."""
+    """A decoding step over whole cache buffers: every field a tensor or a constant of the model, so that
+    its shapes stay the same token after token and it compiles whole."""
 
     keys: list[torch.Tensor]  # per layer [B, H_kv, C, d], written in place
     values: list[torch.Tensor]
     write_rows: torch.Tensor  # [T] the buffer rows of the step's rows; [B, T] each sequence its own
-    bias: torch.Tensor  # [T, C] 0 where a row may attend, -inf elsewhere; [B, T, C] each sequence its own
+    seen: KeysSeen  # its `bias` [T, C], or [B, T, C] each sequence its own
     rows: RowSplit | None  # which of the T rows is the memory token (None: one raw row)
     dtype: torch.dtype
-    grouped: bool  # fewer key/value heads than query heads (see `attend_buffers`)
+    implementation: str = "sdpa"
 
     rotated_keys = True  # buffers hold keys rotated to their positions
 
@@ -179,7 +190,8 @@ class BufferStep:
             rows = write_rows[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # [B, H_kv, T, d]
             keys.scatter_(2, rows, key)
             values.scatter_(2, rows, value)
-        return attend_buffers(query, keys, values, self.bias, attention.scaling, self.grouped)
+        kernel = KERNELS[self.implementation]
+        return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups)
 
 
 @dataclass
@@ -343,6 +355,10 @@ class MemoryAttention(nn.Module):
         self.layer_idx: int = base_layer.layer_idx
         self.head_dim: int = base_layer.head_dim
         self.scaling: float = base_layer.scaling
+        # grouped-query attention, decided here once: query heads per key/value head, a constant of the layer
+        heads = base_layer.config.num_attention_heads
+        self.num_kv_heads: int = getattr(base_layer.config, "num_key_value_heads", None) or heads
+        self.kv_groups: int = heads // self.num_kv_heads
 
     def _project(self, short: str, hidden: torch.Tensor, parts, rows: RowSplit | None) -> torch.Tensor:
         """Project `hidden` [B, T, D] with the base projection `short`, memory rows with the memory one."""

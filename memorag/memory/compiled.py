@@ -55,7 +55,7 @@ class CompiledDecoding:
             torch._dynamo.mark_dynamic(buffer, 2)  # the capacity: one graph for every size the buffers grow to
             if self.uses_cuda_graphs:  # written in place inside a CUDA graph: the address must not change
                 torch._dynamo.mark_static_address(buffer)
-        torch._dynamo.mark_dynamic(context.bias, context.bias.dim() - 1)
+        torch._dynamo.mark_dynamic(context.seen.bias, context.seen.bias.dim() - 1)
         if not self.uses_cuda_graphs:
             return self._compiled(hidden, positions, context)
         # a CUDA graph's output lives in memory its next replay overwrites: the caller may keep it

@@ -29,7 +29,7 @@ from torch import nn
 
 from memorag.chat_layout import PromptLayout
 
-from .attention import BufferStep, MemoryAttention, PackedRows, PieceRows, WindowStep, apply_rope
+from .attention import BufferStep, KeysSeen, MemoryAttention, PackedRows, PieceRows, WindowStep, apply_rope
 from .cache import Allocation, MemoryCache
 from .compiled import CompiledDecoding, CompiledLayers
 from .config import MemoryConfig
@@ -84,8 +84,6 @@ class MemoryCore(nn.Module):
         self._weights_hash = WeightsHash()
         self._compiled_decoding: CompiledDecoding | None = None
         self._compiled_layers: CompiledLayers | None = None
-        heads = base_model.config.num_attention_heads  # grouped-query attention: a constant of the base
-        self._grouped_attention = heads != getattr(base_model.config, "num_key_value_heads", heads)
 
     # -- parts of the base model ---------------------------------------------------------
     @property
@@ -238,15 +236,20 @@ class MemoryCore(nn.Module):
         rows = None
         if piece.num_memory:
             rows = row_split(piece, device)
-            memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], piece.num_memory, -1)
-            hidden = rows.merge(hidden, memory)  # [B, T, D], sequence order
+            hidden = self.with_memory_rows(hidden, rows)  # [B, T, D], sequence order
         return hidden, positions, rows
+
+    def with_memory_rows(self, hidden: torch.Tensor, rows: RowSplit) -> torch.Tensor:
+        """Raw rows' input states [B, n, D] -> with the memory embedding inserted where `rows` puts the
+        memory tokens [B, n + m, D], in sequence order: the one place memory rows are inserted."""
+        memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], rows.memory.shape[0], -1)
+        return rows.merge(hidden, memory)
 
     def _window_rows(self, item: StepInput) -> PieceRows:
         hidden, positions, rows = self._embedded_rows(item)
         piece, cache = item.piece, item.cache
         mask = piece_mask(self.config.attention, piece, positions.device)
-        context = WindowStep(cache, prefix=piece.num_entries, rows=rows, mask=mask,
+        context = WindowStep(cache, KeysSeen(prefix=piece.num_entries, mask=mask), rows=rows,
                              implementation=self.config.attn_implementation, dtype=self.base_dtype)
         cache.note_positions(positions[0])
         return PieceRows(hidden, positions, rows, context)
@@ -262,7 +265,8 @@ class MemoryCore(nn.Module):
         bias = bucket_bias(self.config.attention, piece.ratio, piece.num_entries, piece.rows_before, piece.num_rows,
                            capacity, positions.device, self.base_dtype)  # [T, C]
         write_rows = torch.arange(cache.length, cache.length + piece.num_rows, device=positions.device)  # [T]
-        context = BufferStep(cache.keys, cache.values, write_rows, bias, rows, self.base_dtype, self._grouped_attention)
+        context = BufferStep(cache.keys, cache.values, write_rows, KeysSeen(bias=bias), rows, self.base_dtype,
+                             self.config.attn_implementation)
         return PieceRows(hidden, positions, rows, context)
 
     def run_layers(self, hidden: torch.Tensor, positions: torch.Tensor, context,

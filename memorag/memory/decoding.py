@@ -34,12 +34,12 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from memorag.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
 from memorag.stop_tokens import stop_token_ids
 
-from .attention import BufferStep
+from .attention import BufferStep, KeysSeen
 from .cache import CacheBlock, MemoryCache, bucketed
-from .core import MemoryCore, StepInput, StepKind, plan_steps
+from .core import MemoryCore, StepInput, plan_steps
 from .schedule import ScheduleState
 from .state import Memory
-from .tables import bucket_bias, raw_then_memory
+from .tables import bucket_bias, raw_then_memory, self_only_bias
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +58,12 @@ class MemoryKVCache(Cache):
     """
 
     def __init__(self, caches: list[MemoryCache], ratio_of: list[Callable[[int], int]], stops: Sequence[int],
-                 exact: bool = True, round_kind: StepKind = "decode", block: CacheBlock | None = None):
+                 exact: bool = True, block: CacheBlock | None = None):
         super().__init__(layers=[])
         self.exact = exact  # a batch rounds each sequence as alone (`PackedRows.linears`)
         self.caches = caches
         self.ratio_of = ratio_of
         self.stops = frozenset(int(token) for token in stops)
-        self.round_kind = round_kind  # the kind of step a round after the prompts runs
         self.block = block
         self.consumed = 0
         self.finished = [False] * len(caches)
@@ -154,8 +153,8 @@ class MemoryDecoder(nn.Module, GenerationMixin):
         if cache.block is not None and not prompts:
             last = shared_round(model, cache.block, token_ids, cache.ratio_of)
         else:
-            kind = "window" if prompts else cache.round_kind
-            last = model.feed_batch(token_ids, cache.caches, cache.ratio_of, kind, exact=cache.exact)
+            last = model.feed_batch(token_ids, cache.caches, cache.ratio_of, "window" if prompts else "decode",
+                                    exact=cache.exact)
         logits = torch.zeros(len(last), 1, model.lm_head.out_features, device=model.device, dtype=model.base_dtype)
         fed = [row for row, hidden in enumerate(last) if hidden is not None]
         if cache.exact or len(fed) == 1:  # one row at a time, as alone (see `PackedRows` on rounding)
@@ -175,10 +174,9 @@ def allocate_block(model: MemoryCore, memory: Memory | None, num_prompts: int, n
         state, first = memory.state, (memory.keys, memory.values)
         kv_heads, head_dim, dtype = memory.keys[0].shape[1], memory.keys[0].shape[3], memory.keys[0].dtype
     else:
-        config = model.base_model.config
+        attention = model.memory_attentions()[0]
         state, first = ScheduleState(), None
-        kv_heads = getattr(config, "num_key_value_heads", config.num_attention_heads)
-        head_dim, dtype = model.memory_attentions()[0].head_dim, model.base_dtype
+        kv_heads, head_dim, dtype = attention.num_kv_heads, attention.head_dim, model.base_dtype
     # every raw token may bring a memory token (ratio 1), and a round writes two rows past the last one
     capacity = bucketed(state.cache_length + 2 * new_tokens + 2)
     return CacheBlock.allocate(num_prompts, (kv_heads, capacity, head_dim), model.rotate, len(model.layers), dtype,
@@ -212,11 +210,10 @@ def shared_round(model: MemoryCore, block: CacheBlock, token_ids: Sequence[torch
     split = None
     if rows == 2:
         split = raw_then_memory(torch.device(device))
-        memory_rows = model.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], 1, -1)
-        hidden = split.merge(hidden, memory_rows)  # [P, 2, D]
+        hidden = model.with_memory_rows(hidden, split)  # [P, 2, D]
     positions = torch.tensor(written, device=device)  # [P, T]: buffer rows are positions (rotated keys)
-    context = BufferStep(block.keys, block.values, positions, torch.stack(biases), split, model.base_dtype,
-                         model.base_model.config.num_attention_heads != block.keys[0].shape[1])
+    context = BufferStep(block.keys, block.values, positions, KeysSeen(bias=torch.stack(biases)), split,
+                         model.base_dtype, model.config.attn_implementation)
     out = model.run_decoding(hidden, positions, context)  # [P, T, D]
     for item in items.values():
         model.commit(item)
@@ -231,9 +228,7 @@ def _round_rows(model: MemoryCore, block: CacheBlock, cache: MemoryCache, item: 
         raise RuntimeError("a cache of the decoding block is full: allocate the block with more rows")
     own = [length + t for t in range(rows)]
     if item is None:  # nothing read this round: placeholder rows, each seeing itself alone
-        bias = torch.full((rows, capacity), float("-inf"), dtype=dtype, device=device)
-        bias[torch.arange(rows, device=device), torch.tensor(own, device=device)] = 0
-        return 0, own, bias
+        return 0, own, self_only_bias(length, rows, capacity, device, dtype)
     piece = item.piece
     bias = bucket_bias(model.config.attention, piece.ratio, piece.num_entries, piece.rows_before, piece.num_rows,
                        capacity, device, dtype)  # [T_i, C]
@@ -322,16 +317,14 @@ def _check_options(generate_kwargs: dict[str, Any], on_token, num_prompts: int) 
 def _decoding_cache(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory | None,
                     ratios: Sequence[int | None], max_new_tokens: int, stops: list[int], exact: bool) -> MemoryKVCache:
     """The working caches of a decoding: a block through the compiled step for a batch with shared products,
-    else each the cache it has alone. A round after the prompts is a decoding step over whole buffers, an SDPA
-    kernel; the eager and FlashAttention kernels read a round as a window step over the valid rows."""
+    else each the cache it has alone."""
     ratio_of = [model.ratio_function(ratio) for ratio in ratios]
-    round_kind: StepKind = "decode" if model.config.attn_implementation == "sdpa" else "window"
     if len(prompts) > 1 and model.decoding_compiled:
         block = allocate_block(model, memory, len(prompts), max(len(ids) for ids in prompts) + max_new_tokens)
         logger.warning("decoding %d prompts as one batch through the compiled step with shared matrix products "
                        "(exact=False): a reply can differ from one-by-one decoding where two tokens (nearly) tie",
                        len(prompts))
-        return MemoryKVCache(block.caches, ratio_of, stops, exact=exact, round_kind=round_kind, block=block)
+        return MemoryKVCache(block.caches, ratio_of, stops, exact=exact, block=block)
     caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
     if len(prompts) > 1 and exact:
         logger.info("decoding %d prompts as one batch over the memory (packed rows, one working copy of the "
@@ -339,7 +332,7 @@ def _decoding_cache(model: MemoryCore, prompts: Sequence[Sequence[int]], memory:
     elif len(prompts) > 1:
         logger.warning("decoding %d prompts as one batch with shared matrix products (exact=False): a reply can "
                        "differ from one-by-one decoding where two tokens (nearly) tie", len(prompts))
-    return MemoryKVCache(caches, ratio_of, stops, exact=exact, round_kind=round_kind)
+    return MemoryKVCache(caches, ratio_of, stops, exact=exact)
 
 
 def _until_stop(row: list[int], stops: frozenset[int]) -> list[int]:

@@ -100,12 +100,26 @@ def bucket_bias(scheme: str, ratio: int, prefix: int, rows_before: int, num_rows
     says; rows past the new ones (not yet written, or left over from a compacted window) by
     none. Only scalars change from token to token, never a shape.
     """
-    hidden = torch.full((num_rows, capacity), float("-inf"), dtype=dtype, device=device)  # [T, C]
+    hidden = unseen(num_rows, capacity, device, dtype)  # [T, C]
     if scheme == "full-coverage":  # row t sees buffer rows 0 .. prefix + rows_before + t
         return hidden.triu_(prefix + rows_before + 1)
     keys = torch.arange(capacity, device=device) - prefix  # [C] window row of each buffer row (< 0: entry)
     seen = (keys < 0)[None, :] | _window_visibility(scheme, ratio, keys, rows_before, num_rows)  # [T, C]
     return hidden.masked_fill_(seen, 0.0)
+
+
+def unseen(num_rows: int, capacity: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """[num_rows, capacity] additive bias that hides every buffer row (-inf): where every bias starts."""
+    return torch.full((num_rows, capacity), float("-inf"), dtype=dtype, device=device)
+
+
+def self_only_bias(first_row: int, num_rows: int, capacity: int, device: torch.device,
+                   dtype: torch.dtype) -> torch.Tensor:
+    """[num_rows, capacity] additive bias of placeholder rows written at buffer rows `first_row ..`: each
+    sees itself alone (so that its softmax has a key)."""
+    bias = unseen(num_rows, capacity, device, dtype)
+    bias[torch.arange(num_rows, device=device), torch.arange(first_row, first_row + num_rows, device=device)] = 0
+    return bias
 
 
 def _window_visibility(scheme: str, ratio: int, keys: torch.Tensor, rows_before: int, num_rows: int) -> torch.Tensor:

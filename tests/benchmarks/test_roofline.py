@@ -29,11 +29,12 @@ def test_flops_match_the_calls_memorize_makes(monkeypatch, ratio):
     scores = [0]
     real_attend = attention_module.KERNELS["sdpa"]
 
-    def counting_attend(query, key, value, prefix, mask, scale):
+    def counting_attend(query, key, value, seen, scale, groups):
+        prefix, mask = seen.prefix, seen.mask
         queries, tail = query.shape[2], key.shape[2] - prefix
         causal = mask is None and tail == queries
         scores[0] += queries * prefix + (queries * (queries + 1) // 2 if causal else queries * tail)
-        return real_attend(query, key, value, prefix, mask, scale)
+        return real_attend(query, key, value, seen, scale, groups)
 
     monkeypatch.setitem(attention_module.KERNELS, "sdpa", counting_attend)
     linear, handles = _count_linear_flops(model)

@@ -31,12 +31,13 @@ def count_a_training_step(model, ids, monkeypatch) -> dict[str, int]:
     backward_scores = [0]
     real_attend = attention_module.KERNELS["sdpa"]
 
-    def counting_attend(query, key, value, prefix, mask, scale):
+    def counting_attend(query, key, value, seen, scale, groups):
+        prefix, mask = seen.prefix, seen.mask
         queries, tail = query.shape[2], key.shape[2] - prefix
         causal = mask is None and tail == queries
         scores = query.shape[0] * (queries * prefix + (queries * (queries + 1) // 2 if causal else queries * tail))
         counts["forward_scores"] += scores
-        out = real_attend(query, key, value, prefix, mask, scale)
+        out = real_attend(query, key, value, seen, scale, groups)
         return _CountBackward.apply(out, scores, backward_scores) if torch.is_grad_enabled() else out
 
     monkeypatch.setitem(attention_module.KERNELS, "sdpa", counting_attend)

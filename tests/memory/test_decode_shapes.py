@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from memorag.memory.attention import attend_buffers
+from memorag.memory.attention import KERNELS, KeysSeen
 from memorag.memory.cache import CAPACITY_BUCKET
 from memorag.memory.tables import bucket_bias, window_mask
 
@@ -132,11 +132,14 @@ def test_decoding_steps_read_no_tensor_value_on_the_host():
 
 def test_the_sdpa_dispatch_traces_with_dynamic_shapes():
     """The non-CPU branch of a decoding step's attention (meta tensors stand for a GPU's) traced with
-    every dimension dynamic, as torch.compile does after a batch or capacity change: `grouped` is a
-    constant, so SDPA never receives a SymBool (the failure CUDA showed)."""
-    compiled = torch.compile(attend_buffers, fullgraph=True, dynamic=True, backend="eager")
+    every dimension dynamic, as torch.compile does after a batch or capacity change: the head groups are
+    the layer's constant, so SDPA never receives a SymBool (the failure CUDA showed)."""
+    def attend(query, key, value, bias):  # the groups a constant, as a layer's `kv_groups` is
+        return KERNELS["sdpa"](query, key, value, KeysSeen(bias=bias), 0.25, 3)
+
+    compiled = torch.compile(attend, fullgraph=True, dynamic=True, backend="eager")
     for capacity in (128, 256):
         query = torch.empty(2, 6, 1, 16, device="meta")
         key = torch.empty(2, 2, capacity, 16, device="meta")
         bias = torch.empty(1, capacity, device="meta")
-        assert compiled(query, key, key, bias, 0.25, True).shape == (2, 1, 6, 16)
+        assert compiled(query, key, key, bias).shape == (2, 1, 6, 16)

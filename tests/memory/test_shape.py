@@ -104,3 +104,55 @@ def test_the_design_page_opens_with_the_module_map():
     first_item = next(index for index, line in enumerate(DOCS.read_text(encoding="utf-8").splitlines()[1:])
                       if re.match(r"^\d+\. `", line))
     assert first_item < heading, "the module map comes before the first section"
+
+
+def _sources() -> dict[str, str]:
+    return {path.name: path.read_text(encoding="utf-8") for path in package_files()}
+
+
+def test_grouped_query_attention_is_decided_in_one_file():
+    """Query heads meet key/value heads in attention.py alone: the layer's `kv_groups`, set once when it is
+    wrapped and handed to the kernels; nothing compares head counts from tensor shapes."""
+    words = ("num_attention_heads", "num_key_value_groups", "enable_gqa", "repeat_interleave")
+    where = {word: sorted(name for name, text in _sources().items() if word in text) for word in words}
+    assert where == {word: ["attention.py"] for word in words} | {"num_key_value_groups": []}, where
+    assignments = [name for name, text in _sources().items() for _ in re.finditer(r"\bself\.kv_groups\b.*=", text)]
+    assert assignments == ["attention.py"]
+    assert not [name for name, text in _sources().items() if re.search(r"shape\[1\]\s*!=\s*\w+\.shape\[1\]", text)]
+
+
+def test_one_kernel_registry():
+    """Every attention kernel is an entry of `KERNELS` with one signature, and both kinds of step call it."""
+    from memorag.memory.attention import KERNELS, BufferStep, WindowStep
+
+    sources = _sources()
+    calls = {name for name, text in sources.items() if "scaled_dot_product_attention(" in text or "flash_attn" in text}
+    assert calls == {"attention.py"}
+    registries = [name for name, text in sources.items() for _ in re.finditer(r"^\w+: dict\[str, Kernel\]", text, re.M)]
+    assert registries == ["attention.py"]
+    tree = ast.parse(sources["attention.py"])
+    kernels = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+               and any(isinstance(call, ast.Call) and "scaled_dot_product_attention" in ast.unparse(call.func)
+                       for call in ast.walk(node))}
+    assert kernels <= {kernel.__name__ for kernel in KERNELS.values()}, kernels
+    for step in (WindowStep, BufferStep):
+        assert "KERNELS[self.implementation]" in ast.unparse(ast.parse(_method_source(step.attend)))
+    signatures = {tuple(kernel.__code__.co_varnames[: kernel.__code__.co_argcount]) for kernel in KERNELS.values()}
+    assert signatures == {("query", "key", "value", "seen", "scale", "groups")}
+
+
+def _method_source(method) -> str:
+    import inspect
+    import textwrap
+
+    return textwrap.dedent(inspect.getsource(method))
+
+
+def test_memory_rows_are_inserted_and_biases_started_in_one_place():
+    """One copy each: the memory embedding is expanded into a step's rows by `with_memory_rows` alone, and
+    every additive bias starts from `unseen` (the one `-inf` fill)."""
+    sources = _sources()
+    inserts = [name for name, text in sources.items() for _ in re.finditer(r"memory_embedding\.to\(", text)]
+    assert inserts == ["core.py"]
+    fills = [name for name, text in sources.items() for _ in re.finditer(r"float\(\"-inf\"\)", text)]
+    assert fills == ["tables.py"]
