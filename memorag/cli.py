@@ -329,9 +329,11 @@ def _read_inputs(args) -> tuple[list, int]:
 
 def _open_cached(args, console: Console, documents: list, overrides: dict):
     """The pipeline of the documents given in DIR's place: loaded from the cache when these files
-    were memorized before with these settings, else memorized now and saved there."""
+    were memorized before with these settings, else memorized now and saved there: with the memory,
+    which later questions in any mode reuse, except for a mode that reads gists instead (memorag-lite:
+    its gists are saved, and a text longer than the memory reaches is still asked)."""
     from memorag.errors import ManifestMismatchError, SaveFormatError
-    from memorag.pipeline import MemoRAG, is_saved_pipeline
+    from memorag.pipeline import MemoRAG, get_mode, is_saved_pipeline
 
     folder = cache_root() / cache_key(args.documents, read_options(args), overrides)
     if is_saved_pipeline(folder):
@@ -340,7 +342,8 @@ def _open_cached(args, console: Console, documents: list, overrides: dict):
             return MemoRAG.load(folder, **overrides)
         except (SaveFormatError, ManifestMismatchError) as error:
             console.info(f"the cached save does not load ({error}); memorizing again")
-    rag = _memorize_now(console, documents, overrides, needs_memory=True)
+    gists_instead = get_mode(overrides.get("mode") or "memorag").needs_gists
+    rag = _memorize_now(console, documents, overrides, needs_memory=not gists_instead)
     rag.save(folder)
     console.info(f"cached in {folder}")
     return rag
@@ -360,6 +363,7 @@ def _memorize_now(console: Console, documents: list, overrides: dict, needs_memo
     report = rag.memorize(documents, with_memory=needs_memory, show_progress=not console.quiet)
     console.info(f"memorized: {len(rag.chunks)} chunks"
                  + (f", memory of {report.memory_tokens:,} tokens" if report.memory_tokens else "")
+                 + (f", gist memory of {report.num_gists} gists" if report.num_gists else "")
                  + f" ({_format_timings(report.timings)})")
     return rag
 

@@ -36,6 +36,7 @@ class Mode(ABC):
     default_task: ClassVar[str]
     settings_key: ClassVar[str | None] = None  # the `PipelineConfig` field of this mode's own settings
     needs_memory: ClassVar[bool] = False  # whether `memorize` should build the memory for it
+    needs_gists: ClassVar[bool] = False  # whether `memorize` should write the gist memory for it (memorag/lite/)
     # tasks answered from no retrieved or given text (e.g. from the memory alone): recall does not apply
     tasks_without_evidence: ClassVar[tuple[str, ...]] = ()
     # the order this mode gives its retrieved evidence in ("document" or "best-first"), which the

@@ -49,6 +49,7 @@ from memorag.retrieval.chunking import Chunk, Document
 
 if TYPE_CHECKING:
     from memorag.generation.base import Generator
+    from memorag.lite import GistMemory
     from memorag.memory import Memory, MemoryModel
     from memorag.retrieval.dense import Embedder
 
@@ -284,6 +285,10 @@ class MemoRAG:
         with timed(report.timings, "chunk"):
             chunks = chunk_documents(new, self.tokenizer, self.config.chunk_tokens, self.config.overlap_tokens,
                                      first_id=len(self._corpus.chunks))
+        gists = None
+        if self.mode().needs_gists or self._corpus.gists is not None:  # the memorag-lite mode's memory
+            with timed(report.timings, "gists"):
+                gists = self._gists_of([*self._corpus.documents, *new], show_progress)
         if with_memory or memory is not None:
             with timed(report.timings, "memory"):
                 if memory is None:
@@ -295,6 +300,9 @@ class MemoRAG:
             retriever = self.retriever if self.retriever is not None else self.new_retriever()
             retriever.add(chunks)
         self._corpus.add(admission, chunks, retriever, memory)
+        if gists is not None:
+            self._corpus.set_gists(gists)
+            report.num_gists = len(gists)
         report.added = [document.id for document in new]
         report.num_chunks = len(chunks)
         report.memory_tokens = memory.num_tokens if memory is not None else 0
@@ -318,6 +326,34 @@ class MemoRAG:
             self._corpus.set_memory(self.memory_model.memorize(memory_text(self._corpus.documents, False),
                                                                show_progress=show_progress))
 
+    def ensure_gists(self, show_progress: bool | None = None) -> GistMemory:
+        """The gist memory of every document (the memorag-lite mode's), its missing gists written now."""
+        gists = self._gists_of(self._corpus.documents, show_progress)
+        self._corpus.set_gists(gists)
+        return gists
+
+    def _gists_of(self, documents: Sequence[Document], show_progress: bool | None) -> GistMemory:
+        """The corpus's gist memory extended by the gists of those of `documents` it lacks, written by the
+        generator (`memorag.lite`); a text whose gists cannot fit the generator is refused before any is written."""
+        from memorag.clues import detect_language
+        from memorag.lite import GistCheckpoint, GistMemory, gist_windows, plan_gist_budget, write_gists
+
+        memory = self._corpus.gists or GistMemory()
+        missing = memory.missing(documents)
+        if not missing:
+            return memory
+        settings = self.config.lite
+        language = self.config.language if self.config.language != "auto" else detect_language(missing[0].text[:1024])
+        windows = gist_windows(missing, self.tokenizer, settings.window_tokens)
+        reply_tokens = max(self.config.clue_max_new_tokens, self.config.answer_max_new_tokens)
+        budget = plan_gist_budget(self.generator, windows, memory, settings, reply_tokens, language)
+        texts = {document.id: document.text for document in missing}
+        checkpoint = GistCheckpoint(settings.checkpoint_dir, self.generator.name, budget.per_gist, language)
+        written = write_gists(windows, [texts[window.doc_id][window.start_char:window.end_char] for window in windows],
+                              self.generator, budget.per_gist, checkpoint=checkpoint, batch_size=settings.batch_size,
+                              language=language, show_progress=show_progress)
+        return memory.extended(written)
+
     # -- asking ---------------------------------------------------------------------------------
     def mode(self, name: str | None = None) -> Mode:
         name = name or self.config.mode
@@ -335,7 +371,7 @@ class MemoRAG:
         shared = config_view(SharedSettings, config)
         loaders = Loaders(generator=lambda: self.generator, tokenizer=lambda: self.tokenizer,
                           embedder=lambda: self.embedder, memory_model=lambda: self.memory_model,
-                          memory=self._built_memory, new_retriever=self.new_retriever)
+                          memory=self._built_memory, gists=self.ensure_gists, new_retriever=self.new_retriever)
         return ModeContext(corpus=self.corpus, retriever=self.retriever, shared=shared,
                            settings=handler.settings_of(config), evidence=step, loaders=loaders,
                            few_shot=self.few_shot)

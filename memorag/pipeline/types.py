@@ -23,6 +23,7 @@ from memorag.errors import (
     UnknownModeError,
     UnsupportedTaskError,
 )
+from memorag.lite.settings import GistSettings
 from memorag.memory.config import MemoryConfig
 from memorag.modes.cic import CiCSettings
 from memorag.modes.dos import DOSSettings
@@ -124,6 +125,7 @@ class PipelineConfig:
     hyde: HyDESettings = field(default_factory=HyDESettings)
     rqrag: RQRAGSettings = field(default_factory=RQRAGSettings)
     dos: DOSSettings = field(default_factory=DOSSettings)
+    lite: GistSettings = field(default_factory=GistSettings)  # the memorag-lite mode's gists (memorag/lite/)
 
     # the flat names these had before they moved into their modes' sections: still read, with a warning
     # (memorag.config); `--set longrag_units=2` is `--set longrag.units=2`
@@ -187,6 +189,7 @@ class MemorizeReport:
     problems: list[str] = field(default_factory=list)  # files that could not be read: one line each, file and fix
     num_chunks: int = 0  # chunks added
     memory_tokens: int = 0  # tokens the memory holds after this call (0: no memory built)
+    num_gists: int = 0  # gists the gist memory holds after this call (0: none written; the memorag-lite mode's)
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
