@@ -153,3 +153,50 @@ def test_settings_are_checked():
         GistSettings(window_tokens=0)
     with pytest.raises(ConfigError, match="min_gist_tokens"):
         GistSettings(min_gist_tokens=600)
+
+
+def test_a_local_generator_reads_the_memory_once_for_every_clue(tmp_path):
+    from memorag.generation import LocalGenerator
+    from tests.pipeline.conftest import tiny_model
+
+    model = tiny_model()
+    generator = LocalGenerator.from_memory_model(model)
+    rag = make_rag(model, generator=generator, mode="memorag-lite",
+                   lite={"window_tokens": 20, "max_new_tokens": 4, "min_gist_tokens": 2,
+                         "checkpoint_dir": str(tmp_path)})
+    rag.memorize(corpus_documents(), with_memory=False)
+    builds = generator.prefix_cache.builds
+    answer = rag.ask(topic(1, 6))
+    assert set(answer.raw_clues) == {"spans", "questions", "draft"}
+    assert generator.prefix_cache.builds == builds + 1 and generator.prefix_cache.reuses >= 3
+    prefix = rag.memorized.gists.prefix()
+    for kind, template in (("spans", prompts.LITE_SPANS), ("draft", prompts.LITE_ANSWER)):
+        alone = generator.generate(prefix + prompts.fill(template, "en", question=topic(1, 6)),
+                                   max_new_tokens=rag.config.clue_max_new_tokens)
+        assert answer.raw_clues[kind] == alone  # the reused keys and values give the reply read whole
+
+
+@pytest.mark.slow
+def test_a_served_generator_writes_the_gists_and_reads_them(tmp_path):
+    """Against the tests' fake OpenAI-compatible server: every gist, clue and answer is a request to it;
+    the gists are asked a batch at a time, and each clue request sends the whole memory (the server
+    keeps its own prefix cache)."""
+    from memorag.generation import OpenAIGenerator
+    from tests.pipeline.test_generation import FakeServer
+
+    server = FakeServer()
+    try:
+        generator = OpenAIGenerator(server.url, "fake-model", context_window=4096, tokenizer=tiny_tokenizer())
+        rag = lite_rag(tmp_path, generator, batch_size=4)
+        report = rag.memorize(corpus_documents(), with_memory=False)
+        assert report.num_gists == 9 and len(server.requests) == 9
+        gist_prompt = prompts.LITE_GIST["en"].split("{")[0]
+        assert all(request["messages"][-1]["content"].startswith(gist_prompt) for request in server.requests)
+        assert [gist.text for gist in rag.memorized.gists.gists] == ["Mordecai raised her."] * 9
+        answer = rag.ask(topic(1, 6))
+        asked = [request["messages"][-1]["content"] for request in server.requests[9:]]
+        memory = rag.memorized.gists.prefix()
+        assert len(asked) == 4 and all(prompt.startswith(memory) for prompt in asked[:3])  # three clues, one answer
+        assert answer.answer == "Mordecai raised her." and answer.evidence
+    finally:
+        server.close()
