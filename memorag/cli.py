@@ -10,7 +10,10 @@
 With no model options every command runs offline on the embedded models, on a CUDA GPU when
 torch sees one, else on the CPU (--device, --dtype, --load-in-4bit/8bit and --threads choose). The answer
 is streamed to stdout as it is written; clues, evidence and timings go to stderr
-(`--quiet` drops them), and `--json` prints one JSON object instead. Exit status: 0 on
+(`--quiet` drops them), and `--json` prints one JSON object instead. An empty answer, or one
+that only repeats the question (`memorag.answer_check`), is never printed as an answer: stdout
+gets nothing and stderr says "no answer: ...", the evidence still shown (`--json`: `"answered":
+false` and `"no_answer"`, the reason). Exit status: 0 on
 success, 2 for bad input or usage, 1 for any other failure; nothing is left
 half-written either way.
 """
@@ -33,6 +36,7 @@ from memorag.cli_inputs import (
     read_documents,
     read_options,
 )
+from memorag.answer_check import EchoGate, describe_no_answer
 from memorag.embedded import memory_weights_are_untrained
 from memorag.errors import CliInputError, is_usage_error
 from memorag.placement import add_placement_arguments, placement_settings
@@ -150,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Answer QUERY from DIR (written by `memorag memorize`), from a DOCUMENT (a PDF, Word, HTML, "
                     "Markdown or text file, or a folder of them: memorized once and cached under "
                     "~/.cache/memorag/asked, or $MEMORAG_CACHE_DIR), or from files memorized on the fly (--context). "
-                    "The answer is streamed to stdout; clues, evidence (with each one's file and page or section) "
-                    "and timings go to stderr.",
+                    "The answer is streamed to stdout; clues, evidence (with each one's file and page or section, "
+                    "and the query or clues that found it) and timings go to stderr. An empty answer, or one that "
+                    "only repeats the question, is reported on stderr as \"no answer\" and not printed.",
     )
     _ask_options(ask, clues_only=False)
     _model_options(ask, memorizing=False)
@@ -277,7 +282,8 @@ def _quiet_libraries() -> None:
 def _describe_evidence(evidence) -> list[str]:
     lines = []
     for item in evidence:
-        found = ", ".join("query" if index == 0 else f"clue {index}" for index in item.queries) or "-"
+        found = ", ".join(f"{f.label} #{f.rank}" for f in item.found_by) or ", ".join(
+            "query" if index == 0 else f"clue {index}" for index in item.queries) or "-"
         snippet = " ".join(item.text.split())
         snippet = snippet[:90] + ("..." if len(snippet) > 90 else "")
         lines.append(f"  [{item.citation}] score {item.score:.4f} ({found}): {snippet}")
@@ -484,21 +490,28 @@ def cmd_ask(args, console: Console) -> int:
         for line in _describe_evidence(evidence):
             console.info(line)
 
+    gate = EchoGate(query)  # an echo of the question is held back, never shown as the answer
+
     def on_text(piece):
         streamed.append(piece)
-        if not console.json:
+        shown = gate.push(piece)
+        if shown and not console.json:
             show_header()
-            console.answer_piece(piece)
+            console.answer_piece(shown)
 
     answer = rag.ask(query, task=task, on_text=on_text, on_clues=on_clues, on_evidence=on_evidence,
                      show_progress=not console.quiet)
     if console.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False))
     else:
-        if not streamed:
-            show_header()
-            console.answer_piece(answer.answer)
-        console.answer_piece("\n")
+        rest = gate.finish(answer.answer) if streamed else (answer.answer if answer.answered else "")
+        show_header()
+        if rest:
+            console.answer_piece(rest)
+        if rest or gate.open:
+            console.answer_piece("\n")
+        if not answer.answered:  # on stderr whatever --quiet says: stdout holds no answer
+            print(describe_no_answer(answer.no_answer), file=sys.stderr, flush=True)
         if answer.sources:
             console.info("sources: " + "; ".join(answer.sources))
         console.info(f"timings: {_format_timings(answer.timings)} (generator: {answer.generator})")

@@ -141,6 +141,15 @@ PASSAGE = {
     "zh": "[{number}] {title}\n{text}",
 }
 
+# The memory's draft answer, offered after the passages under the reference evidence rule
+# (memorag/modes/evidence_plan.py). Field: draft. The wording is the official MemoRAG pipeline's
+# (`_handle_rag` in its memorag/memorag.py appends f"The answer might be {potential_answer}."),
+# which it uses in every language.
+DRAFT_OFFER = {
+    "en": "The answer might be {draft}.",
+    "zh": "The answer might be {draft}.",
+}
+
 # -- the `longrag` mode (memorag/modes/longrag.py): a long reader in two turns. Turn 1 reads the
 # long units and writes a long answer (fields: passages, question); turn 2 gets the question and
 # that long answer, not the units again, and extracts the short answer after few-shot examples

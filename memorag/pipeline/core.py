@@ -43,7 +43,7 @@ from memorag.pipeline.types import (
     timed,
 )
 from memorag.placement import Placement, set_threads
-from memorag.results import memory_text
+from memorag.results import FoundBy, memory_text
 from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document
 
@@ -448,15 +448,15 @@ class MemoRAG:
         return handler
 
     def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,
-                 k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[int]]]:
+                 k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[FoundBy]]]:
         """Every query retrieves `k` hits (default `hits_per_query`), combined into one ranking:
         fused by weight, or with `union` round-robin by rank (`retrieve_plan`)."""
         weights = [1.0] * len(queries) if weights is None else weights
         return self.retrieve_plan(RetrievalPlan(tuple(queries), tuple(weights), k, union))
 
-    def retrieve_plan(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[int]]]:
+    def retrieve_plan(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[FoundBy]]]:
         """The ranking of a retrieval plan (`memorag.modes.evidence_plan`; `EvidenceStep.retrieve`):
-        the hits, best first, and for each chunk id the indices of the queries that found it."""
+        the hits, best first, and for each chunk id the lists that fetched it (`FoundBy`)."""
         return self._evidence_step().retrieve(plan)
 
     # -- persistence ----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from memorag.answer_check import EchoGate
 from memorag.pipeline import SaveFormatError
 from memorag.serve.bodies import documents_from, field, parse_body, query_from
 from memorag.serve.guard import AccessPolicy, Guard, clip
@@ -162,9 +163,13 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
         def emit(event: Any, data: Any = None) -> None:
             loop.call_soon_threadsafe(events.put_nowait, (event, data))
 
+        gate = EchoGate(query)  # tokens that only echo the question are held back, never sent as the answer
+
         def on_text(piece: str) -> None:
             worker.check()  # a safe point: the client left, the time limit, the server stopping
-            emit("token", {"text": piece})
+            shown = gate.push(piece)
+            if shown:
+                emit("token", {"text": shown})
 
         def answer() -> None:
             try:
@@ -173,6 +178,9 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
                     on_clues=lambda clues: emit("clues", clues),
                     on_evidence=lambda evidence: emit("evidence", [item.to_dict() for item in evidence]),
                 )
+                rest = gate.finish(result.answer)
+                if rest:
+                    emit("token", {"text": rest})
                 emit("answer", result.to_dict())
             except Exception as error:  # reported to the client, in the stream or as the response
                 if isinstance(error, JobCancelled):
