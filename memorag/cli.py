@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from memorag.answer_check import EchoGate, describe_no_answer
 from memorag.cli_inputs import (
     add_document_options,
     cache_key,
@@ -36,7 +37,6 @@ from memorag.cli_inputs import (
     read_documents,
     read_options,
 )
-from memorag.answer_check import EchoGate, describe_no_answer
 from memorag.embedded import memory_weights_are_untrained
 from memorag.errors import CliInputError, is_usage_error
 from memorag.placement import add_placement_arguments, placement_settings

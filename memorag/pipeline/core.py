@@ -419,14 +419,20 @@ class MemoRAG:
         return answer
 
     def clues(self, query: str, task: str = "memorag", show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
-        """Only the memory model's clues for `query` (key points for `summarize`), and its raw
-        replies by clue kind."""
+        """Only the memory's clues for `query` (key points for `summarize`), and its raw replies by
+        clue kind: the clues of the `mode` setting when it writes clues (memorag, memorag-full,
+        memorag-lite), else the memorag mode's. `search` and the integrations retrieve with them."""
         if task == "qa":
             raise UnsupportedTaskError("the qa task writes no clues; use memorag or summarize")
-        handler = self._ready(query, task, "memorag")
+        handler = self._ready(query, task, self._clue_mode())
         context = self.context(handler)
         query = query.strip()
         return handler.write_clues(context, query, task, context.language_of(query), show_progress=show_progress)
+
+    def _clue_mode(self) -> str:
+        from memorag.modes.memorag import MemoRAGMode
+
+        return self.config.mode if isinstance(self.mode(), MemoRAGMode) else "memorag"
 
     def _ready(self, query: str, task: str | None, mode: str | None) -> Mode:
         if not isinstance(query, str):

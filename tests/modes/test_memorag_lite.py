@@ -200,3 +200,16 @@ def test_a_served_generator_writes_the_gists_and_reads_them(tmp_path):
         assert answer.answer == "Mordecai raised her." and answer.evidence
     finally:
         server.close()
+
+
+def test_search_and_the_integrations_use_the_lite_clues_when_it_is_the_mode(tmp_path):
+    from memorag.pipeline.search import search
+
+    generator = FakeGistGenerator(reply=topic(2, 4))
+    rag = lite_rag(tmp_path, generator)
+    rag.memorize(corpus_documents(), with_memory=False)
+    clues, raw = rag.clues(topic(0, 4))
+    assert set(raw) == {"spans", "questions", "draft"} and clues == [topic(2, 4)]
+    assert rag.memorized.gists.prefix() + prompts.fill(prompts.LITE_SPANS, "en", question=topic(0, 4)) in generator.prompts
+    result = search(rag, topic(0, 4), k=3)
+    assert result.clues == [topic(2, 4)] and "gamma" in {item.doc_id for item in result.evidence}
