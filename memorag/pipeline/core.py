@@ -251,7 +251,7 @@ class MemoRAG:
         self,
         text_or_documents: str | Document | os.PathLike | Sequence[str | Document | os.PathLike],
         *,
-        with_memory: bool = True,
+        with_memory: bool | None = None,
         show_progress: bool | None = None,
         read_options: ReadOptions | None = None,
     ) -> MemorizeReport:
@@ -262,11 +262,15 @@ class MemoRAG:
         first, before any model work; one that cannot be read is left out and reported in
         `MemorizeReport.problems` (when nothing could be read, its `DocumentReadError` is raised).
         The memory is extended (new text read after the old); `with_memory=False` builds
-        only the chunks and index (modes that need the memory build it on first use).
+        only the chunks and index (modes that need the memory build it on first use); None (the
+        default) builds it unless the `mode` setting reads gists instead (memorag-lite), whose
+        gists are then written (`ensure_gists`).
         Nothing changes if any step fails.
         """
         from memorag.retrieval.chunking import chunk_documents
 
+        if with_memory is None:
+            with_memory = not self.mode().needs_gists
         timings: dict[str, float] = {}
         with timed(timings, "read"):  # files and folders: extracted here, before any model work
             documents, problems = read_inputs(text_or_documents, read_options)

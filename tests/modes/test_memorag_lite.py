@@ -155,6 +155,7 @@ def test_settings_are_checked():
         GistSettings(min_gist_tokens=600)
 
 
+@pytest.mark.slow  # 12 s on 2 shared cores: three clues and two replies of a tiny model over the gists
 def test_a_local_generator_reads_the_memory_once_for_every_clue(tmp_path):
     from memorag.generation import LocalGenerator
     from tests.pipeline.conftest import tiny_model
@@ -213,3 +214,12 @@ def test_search_and_the_integrations_use_the_lite_clues_when_it_is_the_mode(tmp_
     assert rag.memorized.gists.prefix() + prompts.fill(prompts.LITE_SPANS, "en", question=topic(0, 4)) in generator.prompts
     result = search(rag, topic(0, 4), k=3)
     assert result.clues == [topic(2, 4)] and "gamma" in {item.doc_id for item in result.evidence}
+
+
+def test_memorize_in_the_lite_mode_builds_no_beacon_memory_unless_asked(tmp_path):
+    rag = lite_rag(tmp_path)
+    rag.memorize(corpus_documents())
+    assert rag.memory is None and len(rag.memorized.gists) == 9
+    both = lite_rag(tmp_path / "both")
+    both.memorize(corpus_documents(), with_memory=True)
+    assert both.memory is not None and len(both.memorized.gists) == 9
