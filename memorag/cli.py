@@ -430,15 +430,16 @@ def cmd_memorize(args, console: Console) -> int:
         "out": str(out), "added": report.added, "skipped": report.skipped, "num_documents": len(rag.documents),
         "num_chunks": len(rag.chunks), "memory_tokens": report.memory_tokens, "unread": unread,
         "memory_entries": rag.memory.num_entries if rag.memory is not None else 0,
-        "memory_weights": rag.config.memory_weights, "reach": _reach(rag),
+        "memory_weights": rag.config.memory_weights, "reach": _reach(rag), "num_gists": report.num_gists,
         "timings": {**report.timings, "total": round(seconds, 3)},
     }
     if console.json:
         print(json.dumps(summary, ensure_ascii=False))
     elif report.added:
+        memory = (f"gist memory of {report.num_gists} gists" if report.num_gists and rag.memory is None else
+                  f"memory of {report.memory_tokens:,} tokens in {summary['memory_entries']:,} entries")
         print(f"memorized {len(report.added)} document(s) into {out}: {len(rag.documents)} document(s), "
-              f"{len(rag.chunks)} chunks, memory of {report.memory_tokens:,} tokens in {summary['memory_entries']:,} "
-              f"entries ({seconds:.1f} s)")
+              f"{len(rag.chunks)} chunks, {memory} ({seconds:.1f} s)")
         if summary["reach"] is not None:
             console.info(_describe_reach(summary["reach"], report.memory_tokens))
         console.info(f"timings: {_format_timings(report.timings)}")
