@@ -408,8 +408,8 @@ RULER_PROMPTS: dict[str, tuple[str, str]] = {
 
 
 # -- the memorag-lite mode (memorag/lite/, memorag/modes/memorag_lite.py): the official MemoRAG's
-# Lite prompts, reproduced exactly from qhjqhj00/MemoRAG, memorag/prompt.py (`en_prompts` and
-# `zh_prompts`: "gist", "context", "span", "sur", "qa", "sum"). LITE_GIST (field: context) asks for the
+# Lite prompts, reproduced exactly from the qhjqhj00/MemoRAG repository's prompt tables (`en_prompts`
+# and `zh_prompts`: "gist", "context", "span", "sur", "qa", "sum"). LITE_GIST (field: context) asks for the
 # gist of one window of the text; LITE_CONTEXT (field: context) holds the joined gists, the memory;
 # the others follow it in the same user turn (field: question).
 LITE_GIST = {

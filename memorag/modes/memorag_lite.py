@@ -1,7 +1,7 @@
 """The `memorag-lite` mode: the memory is the gists of the text, held by any instruct model or endpoint.
 
-The official MemoRAG's Lite pipeline (`MemoRAGLite`, memorag/memorag_lite.py of qhjqhj00/MemoRAG),
-written anew: the text is cut into windows of about 4,096 tokens, the generator writes a gist of
+The official MemoRAG's Lite pipeline (`MemoRAGLite` in the qhjqhj00/MemoRAG repository), written
+anew: the text is cut into windows of about 4,096 tokens, the generator writes a gist of
 each, the gists joined in a context prompt are the memory, and the clues (text spans, surrogate
 questions, a draft answer) are the generator's replies to the reference's prompts read after that
 memory in the same user turn (`memorag.prompts`, LITE_*). The pipeline writes the gists
