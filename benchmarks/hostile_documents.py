@@ -1,7 +1,7 @@
 """Hostile documents against the readers: peak memory and time of reading each crafted file,
 with a good Markdown file beside it, through `memorag.documents.read_paths`.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/hostile_documents.py --out benchmarks/results/NAME/after.json
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/hostile_documents.py --out results/benchmarks/NAME/after.json
     PYTHONPATH=$PWD .venv/bin/python benchmarks/hostile_documents.py --code /tmp/old-tree --out before.json
 
 Each case is written to a new folder under --work (deleted after), then read in a fresh Python

@@ -10,7 +10,10 @@
 With no model options every command runs offline on the embedded models, on a CUDA GPU when
 torch sees one, else on the CPU (--device, --dtype, --load-in-4bit/8bit and --threads choose). The answer
 is streamed to stdout as it is written; clues, evidence and timings go to stderr
-(`--quiet` drops them), and `--json` prints one JSON object instead. Exit status: 0 on
+(`--quiet` drops them), and `--json` prints one JSON object instead. An empty answer, or one
+that only repeats the question (`memorag.answer_check`), is never printed as an answer: stdout
+gets nothing and stderr says "no answer: ...", the evidence still shown (`--json`: `"answered":
+false` and `"no_answer"`, the reason). Exit status: 0 on
 success, 2 for bad input or usage, 1 for any other failure; nothing is left
 half-written either way.
 """
@@ -25,6 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from memorag.answer_check import EchoGate, describe_no_answer
 from memorag.cli_inputs import (
     add_document_options,
     cache_key,
@@ -150,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Answer QUERY from DIR (written by `memorag memorize`), from a DOCUMENT (a PDF, Word, HTML, "
                     "Markdown or text file, or a folder of them: memorized once and cached under "
                     "~/.cache/memorag/asked, or $MEMORAG_CACHE_DIR), or from files memorized on the fly (--context). "
-                    "The answer is streamed to stdout; clues, evidence (with each one's file and page or section) "
-                    "and timings go to stderr.",
+                    "The answer is streamed to stdout; clues, evidence (with each one's file and page or section, "
+                    "and the query or clues that found it) and timings go to stderr. An empty answer, or one that "
+                    "only repeats the question, is reported on stderr as \"no answer\" and not printed.",
     )
     _ask_options(ask, clues_only=False)
     _model_options(ask, memorizing=False)
@@ -277,7 +282,8 @@ def _quiet_libraries() -> None:
 def _describe_evidence(evidence) -> list[str]:
     lines = []
     for item in evidence:
-        found = ", ".join("query" if index == 0 else f"clue {index}" for index in item.queries) or "-"
+        found = ", ".join(f"{f.label} #{f.rank}" for f in item.found_by) or ", ".join(
+            "query" if index == 0 else f"clue {index}" for index in item.queries) or "-"
         snippet = " ".join(item.text.split())
         snippet = snippet[:90] + ("..." if len(snippet) > 90 else "")
         lines.append(f"  [{item.citation}] score {item.score:.4f} ({found}): {snippet}")
@@ -329,9 +335,11 @@ def _read_inputs(args) -> tuple[list, int]:
 
 def _open_cached(args, console: Console, documents: list, overrides: dict):
     """The pipeline of the documents given in DIR's place: loaded from the cache when these files
-    were memorized before with these settings, else memorized now and saved there."""
+    were memorized before with these settings, else memorized now and saved there: with the memory,
+    which later questions in any mode reuse, except for a mode that reads gists instead (memorag-lite:
+    its gists are saved, and a text longer than the memory reaches is still asked)."""
     from memorag.errors import ManifestMismatchError, SaveFormatError
-    from memorag.pipeline import MemoRAG, is_saved_pipeline
+    from memorag.pipeline import MemoRAG, get_mode, is_saved_pipeline
 
     folder = cache_root() / cache_key(args.documents, read_options(args), overrides)
     if is_saved_pipeline(folder):
@@ -340,7 +348,8 @@ def _open_cached(args, console: Console, documents: list, overrides: dict):
             return MemoRAG.load(folder, **overrides)
         except (SaveFormatError, ManifestMismatchError) as error:
             console.info(f"the cached save does not load ({error}); memorizing again")
-    rag = _memorize_now(console, documents, overrides, needs_memory=True)
+    gists_instead = get_mode(overrides.get("mode") or "memorag").needs_gists
+    rag = _memorize_now(console, documents, overrides, needs_memory=not gists_instead)
     rag.save(folder)
     console.info(f"cached in {folder}")
     return rag
@@ -360,6 +369,7 @@ def _memorize_now(console: Console, documents: list, overrides: dict, needs_memo
     report = rag.memorize(documents, with_memory=needs_memory, show_progress=not console.quiet)
     console.info(f"memorized: {len(rag.chunks)} chunks"
                  + (f", memory of {report.memory_tokens:,} tokens" if report.memory_tokens else "")
+                 + (f", gist memory of {report.num_gists} gists" if report.num_gists else "")
                  + f" ({_format_timings(report.timings)})")
     return rag
 
@@ -420,15 +430,16 @@ def cmd_memorize(args, console: Console) -> int:
         "out": str(out), "added": report.added, "skipped": report.skipped, "num_documents": len(rag.documents),
         "num_chunks": len(rag.chunks), "memory_tokens": report.memory_tokens, "unread": unread,
         "memory_entries": rag.memory.num_entries if rag.memory is not None else 0,
-        "memory_weights": rag.config.memory_weights, "reach": _reach(rag),
+        "memory_weights": rag.config.memory_weights, "reach": _reach(rag), "num_gists": report.num_gists,
         "timings": {**report.timings, "total": round(seconds, 3)},
     }
     if console.json:
         print(json.dumps(summary, ensure_ascii=False))
     elif report.added:
+        memory = (f"gist memory of {report.num_gists} gists" if report.num_gists and rag.memory is None else
+                  f"memory of {report.memory_tokens:,} tokens in {summary['memory_entries']:,} entries")
         print(f"memorized {len(report.added)} document(s) into {out}: {len(rag.documents)} document(s), "
-              f"{len(rag.chunks)} chunks, memory of {report.memory_tokens:,} tokens in {summary['memory_entries']:,} "
-              f"entries ({seconds:.1f} s)")
+              f"{len(rag.chunks)} chunks, {memory} ({seconds:.1f} s)")
         if summary["reach"] is not None:
             console.info(_describe_reach(summary["reach"], report.memory_tokens))
         console.info(f"timings: {_format_timings(report.timings)}")
@@ -480,21 +491,28 @@ def cmd_ask(args, console: Console) -> int:
         for line in _describe_evidence(evidence):
             console.info(line)
 
+    gate = EchoGate(query)  # an echo of the question is held back, never shown as the answer
+
     def on_text(piece):
         streamed.append(piece)
-        if not console.json:
+        shown = gate.push(piece)
+        if shown and not console.json:
             show_header()
-            console.answer_piece(piece)
+            console.answer_piece(shown)
 
     answer = rag.ask(query, task=task, on_text=on_text, on_clues=on_clues, on_evidence=on_evidence,
                      show_progress=not console.quiet)
     if console.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False))
     else:
-        if not streamed:
-            show_header()
-            console.answer_piece(answer.answer)
-        console.answer_piece("\n")
+        rest = gate.finish(answer.answer) if streamed else (answer.answer if answer.answered else "")
+        show_header()
+        if rest:
+            console.answer_piece(rest)
+        if rest or gate.open:
+            console.answer_piece("\n")
+        if not answer.answered:  # on stderr whatever --quiet says: stdout holds no answer
+            print(describe_no_answer(answer.no_answer), file=sys.stderr, flush=True)
         if answer.sources:
             console.info("sources: " + "; ".join(answer.sources))
         console.info(f"timings: {_format_timings(answer.timings)} (generator: {answer.generator})")

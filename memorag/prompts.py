@@ -141,6 +141,15 @@ PASSAGE = {
     "zh": "[{number}] {title}\n{text}",
 }
 
+# The memory's draft answer, offered after the passages under the reference evidence rule
+# (memorag/modes/evidence_plan.py). Field: draft. The wording is the official MemoRAG pipeline's
+# (`_handle_rag` in its memorag/memorag.py appends f"The answer might be {potential_answer}."),
+# which it uses in every language.
+DRAFT_OFFER = {
+    "en": "The answer might be {draft}.",
+    "zh": "The answer might be {draft}.",
+}
+
 # -- the `longrag` mode (memorag/modes/longrag.py): a long reader in two turns. Turn 1 reads the
 # long units and writes a long answer (fields: passages, question); turn 2 gets the question and
 # that long answer, not the units again, and extracts the short answer after few-shot examples
@@ -395,6 +404,69 @@ RULER_PROMPTS: dict[str, tuple[str, str]] = {
         "given documents. Only give me the answer and do not output any other words.\n\nQuestion: {query}",
         " Answer:",
     ),
+}
+
+
+# -- the memorag-lite mode (memorag/lite/, memorag/modes/memorag_lite.py): the official MemoRAG's
+# Lite prompts, reproduced exactly from the qhjqhj00/MemoRAG repository's prompt tables (`en_prompts`
+# and `zh_prompts`: "gist", "context", "span", "sur", "qa", "sum"). LITE_GIST (field: context) asks for the
+# gist of one window of the text; LITE_CONTEXT (field: context) holds the joined gists, the memory;
+# the others follow it in the same user turn (field: question).
+LITE_GIST = {
+    "en": "Please summarize the core content of the following text, remove redundant information, and compress "
+          "it into concise and accurate text. Retain all key facts and points. The language should be "
+          "straightforward and concise, and do not use any formatting.\n\nText: {context}\n\nPlease output the "
+          "core content directly.",
+    "zh": "请总结以下文本的核心内容，删除冗余信息，压缩为简洁、准确的文本，保留所有关键事实和要点，语言直观、简明，不要使用任何格式。"
+          "\n\n文本：{context}\n\n请直接输出核心内容。",
+}
+LITE_CONTEXT = {
+    "en": "You are provided with a long article. Read the article carefully. After reading, you will be asked to "
+          "perform specific tasks based on the content of the article.\n\nNow, the article begins:\n- **Article "
+          "Content:** {context}\n\nThe article ends here.\n\nNext, follow the instructions provided to complete "
+          "the tasks.",
+    "zh": "你将获得一篇长文章。请仔细阅读这篇文章。阅读完成后，你将根据文章的内容执行特定任务。\n\n现在，文章开始：\n- **文章内容：** "
+          "{context}\n\n文章到此结束。\n\n接下来，请按照给出的指示完成任务。",
+}
+LITE_QUESTIONS = {
+    "en": "\nYou are given a question related to the article. To answer it effectively, you need to recall specific "
+          "details from the article. Your task is to generate precise clue questions that can help locate the "
+          "necessary information.\n\n### Question: {question}\n### Instructions:\n1. You have a general "
+          "understanding of the article. Your task is to generate one or more specific clues that will help in "
+          "searching for supporting evidence within the article.\n2. The clues are in the form of precise surrogate "
+          "questions that clarify the original question.\n3. Only output the clues. If there are multiple clues, "
+          "separate them with a newline.",
+    "zh": "\n你会得到一个与文章相关的问题。为了有效地回答这个问题，你需要回想文章中的具体细节。你的任务是生成精确的线索问题，帮助找到文章中必要的信息。"
+          "\n\n### 问题：{question}\n### 指示：\n1. 你对文章有一个大致的理解。你的任务是生成一个或多个具体的线索，帮助查找文章中的支持证据。"
+          "\n2. 线索应以精确的替代问题形式呈现，澄清原问题。\n3. 只输出线索。如果有多个线索，请用换行符分隔。\n4. 请用中文回答。",
+}
+LITE_SPANS = {
+    "en": "\nYou are given a question related to the article. To answer it effectively, you need to recall specific "
+          "details from the article. Your task is to identify and extract one or more specific clue texts from the "
+          "article that are relevant to the question.\n\n### Question: {question}\n### Instructions:\n1. You have "
+          "a general understanding of the article. Your task is to generate one or more specific clues that will "
+          "help in searching for supporting evidence within the article.\n2. The clues are in the form of text "
+          "spans that will assist in answering the question.\n3. Only output the clues. If there are multiple "
+          "clues, separate them with a newline.",
+    "zh": "\n你会得到一个与文章相关的问题。为了有效地回答这个问题，你需要回想文章中的具体细节。你的任务是识别并提取文章中与问题相关的一个或多个具体线索文本。"
+          "\n\n### 问题：{question}\n### 指示：\n1. 你对文章有一个大致的理解。你的任务是生成一个或多个具体的线索，帮助查找文章中的支持证据。"
+          "\n2. 线索应以文本片段的形式呈现，这些片段将有助于回答问题。\n3. 只输出线索。如果有多个线索，请用换行符分隔。\n4. 请用中文回答。",
+}
+LITE_ANSWER = {
+    "en": "\nYou are given a question related to the article. Your task is to answer the question directly.\n\n### "
+          "Question: {question}\n### Instructions:\nProvide a direct answer to the question based on the article's "
+          "content. Do not include any additional text beyond the answer.",
+    "zh": "\n你会得到一个与文章相关的问题。你的任务是直接回答这个问题。\n\n### 问题：{question}\n### 指示：\n基于文章的内容，直接回答问题。"
+          "不要包含除答案之外的任何额外内容。",
+}
+LITE_KEY_POINTS = {
+    "en": "\nYour task is to create a concise summary of the long article by listing its key points. Each key point "
+          "should be listed on a new line and numbered sequentially.\n\n### Requirements:\n\n- The key points "
+          "should be brief and focus on the main ideas or events.\n- Ensure that each key point captures the most "
+          "critical and relevant information from the article.\n- Maintain clarity and coherence, making sure the "
+          "summary effectively conveys the essence of the article.\n",
+    "zh": "\n你的任务是通过列出文章的关键点来创建一个简明的总结。每个关键点应按顺序逐行列出并编号。\n\n### 要求：\n\n- 关键点应简短，并着重于主要思想或事件。"
+          "\n- 确保每个关键点都捕捉到文章中最重要和相关的信息。\n- 保持清晰连贯，确保摘要能有效传达文章的精髓。\n- 请用中文回答。",
 }
 
 

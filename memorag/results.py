@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from memorag.answer_check import no_answer_reason
 from memorag.errors import InputError
 from memorag.locations import citation
 from memorag.retrieval.chunking import Chunk, Document
@@ -20,10 +21,29 @@ NO_CHUNK = -1  # `Evidence.chunk_id` of text given whole or cut, not one of the 
 
 
 @dataclass
+class FoundBy:
+    """One retrieval list that fetched a chunk: whose list (`query_index` 0 is the user's query, i >= 1
+    is clue i, `Answer.clues[i - 1]`), that query's text, the chunk's 1-based rank in the list and the
+    retriever's score for it there (scores of different queries' lists are not compared)."""
+
+    query_index: int
+    query: str
+    rank: int
+    score: float
+
+    @property
+    def label(self) -> str:
+        """"query" or "clue I", as the CLI names the list."""
+        return "query" if self.query_index == 0 else f"clue {self.query_index}"
+
+
+@dataclass
 class Evidence:
     """A retrieved chunk given to the generator: where it is, how it scored, which queries found it.
 
-    `queries` are indices into the retrieval queries: 0 is the user's query, 1.. the clues.
+    `queries` are indices into the retrieval queries: 0 is the user's query, 1.. the clues; `found_by`
+    says the same list by list, with each list's query text, rank and score (`FoundBy`); it is empty
+    for evidence no retrieval list fetched (whole documents, cut text).
     Modes that read no chunks give spans with `chunk_id` NO_CHUNK: whole documents (cic, longrag), the kept
     head and tail of the corpus (full). `page`, `last_page` and `section` say where in its file the span
     lies (`memorag.locations`); `citation` says it for a reader: "report.pdf, p. 12".
@@ -41,6 +61,7 @@ class Evidence:
     page: int | None = None
     last_page: int | None = None
     section: list[str] = field(default_factory=list)
+    found_by: list[FoundBy] = field(default_factory=list)
 
     @property
     def citation(self) -> str:
@@ -59,6 +80,15 @@ def cited_evidence(chunk_id: int, document: Document, start_char: int, end_char:
 
 @dataclass
 class Answer:
+    """What `MemoRAG.ask` returns: the answer and everything that led to it.
+
+    `answered` is False when the generator gave no answer: an empty reply, or one that only repeats
+    the question (`memorag.answer_check`; `no_answer` says which); `answer` then holds the reply as
+    written, the evidence is kept, and the CLI and the server report "no answer" instead of printing it.
+    `offered_draft` is the memory's draft answer given to the generator after the evidence as
+    "The answer might be ..." (the reference rule, `memorag.modes.evidence_plan`); empty when none was.
+    """
+
     query: str
     task: str
     mode: str
@@ -72,9 +102,19 @@ class Answer:
     # what a mode gives beyond these, by name (JSON-safe values), e.g. cic: "predicted_ids" (the document
     # ids its reply names) and "raw_reply"; longrag: "long_answer"; mixpr: "route" and "router_reply"
     extras: dict[str, Any] = field(default_factory=dict)
+    offered_draft: str = ""
 
     def __str__(self) -> str:
         return self.answer
+
+    @property
+    def no_answer(self) -> str | None:
+        """Why the reply is no answer ("empty", "repeats the question"), or None when it is one."""
+        return no_answer_reason(self.query, self.answer)
+
+    @property
+    def answered(self) -> bool:
+        return self.no_answer is None
 
     @property
     def sources(self) -> list[str]:
@@ -85,6 +125,7 @@ class Answer:
         data = dataclasses.asdict(self)
         data["evidence"] = [item.to_dict() for item in self.evidence]
         data["sources"] = self.sources
+        data["answered"], data["no_answer"] = self.answered, self.no_answer
         return data
 
 

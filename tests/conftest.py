@@ -23,3 +23,10 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _cache_in_tmp(tmp_path_factory, monkeypatch) -> None:
+    """What the code caches under the user's cache folder by default (the asked documents' saves, the
+    memorag-lite mode's gist checkpoints) goes to a temporary folder in tests; a test may set its own."""
+    monkeypatch.setenv("MEMORAG_CACHE_DIR", str(tmp_path_factory.mktemp("memorag-cache")))

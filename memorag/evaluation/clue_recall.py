@@ -8,8 +8,9 @@ same k, ranks chunks three ways:
 - ``query``: the question alone (standard RAG);
 - ``clues``: the clues alone, their rankings fused;
 - ``query+clues``: the question and the clues together, the ranking of the ``memorag``
-  mode's one rule (``memorag.modes.evidence_plan.clue_plan``: by default the union of each
-  one's top ``memorag_hits``, round-robin by rank; with ``memorag_evidence: fusion`` each
+  mode's one rule (``memorag.modes.evidence_plan.clue_plan``: by default, under ``reference``
+  as under ``union``, the union of each one's top ``memorag_hits``, round-robin by rank (the
+  mode then reads the whole union; this ranks it); with ``memorag_evidence: fusion`` each
   retrieves ``hits_per_query`` and the lists are fused, the question weighing
   ``query_weight``), as ``ask`` and the retrievers rank it.
 
@@ -18,8 +19,9 @@ The clues can also come from a reference that bounds the memory's
 (``full-context``), or the gold answer (``answer``).
 
 Recall of gold evidence in the top k of each ranking is computed as the harness
-defines it (``memorag.evaluation.recall``). One JSON line per example (clues,
-the memory's raw replies, the hits and recalls), and a summary of the means and of
+defines it (``memorag.evaluation.recall``), and beside it the tokens of those k chunks
+(``evidence_tokens``: what the recall cost). One JSON line per example (clues,
+the memory's raw replies, the hits, recalls and evidence tokens), and a summary of the means and of
 the clue-driven rankings' gains over the query's, with 95% bootstrap intervals.
 """
 
@@ -112,6 +114,12 @@ def _spans(rag: MemoRAG, hits) -> list[tuple[recall_lib.Span, float]]:
             for h in hits]
 
 
+def _tokens(rag: MemoRAG, hits) -> int:
+    """The tokens of the ranked chunks `hits` (the cost of their recall)."""
+    chunks = {chunk.id: chunk for chunk in rag.chunks}
+    return sum(chunks[h.chunk_id].num_tokens for h in hits)
+
+
 def _rankings(rag: MemoRAG, question: str, clues: list[str], k: int) -> dict[str, list]:
     plan = clue_plan(question, clues, rag.config, rag.config.hits_per_query)  # what `ask` and `search` rank
     return {
@@ -148,13 +156,15 @@ def clue_recall(data: list[EvalExample] | CorpusTask, new_pipeline: Callable[[],
                     continue
                 clues, raw = write_clues(clue_source, rag, example)
                 units = recall_lib.gold_units(example.gold_evidence, group.as_documents)
-                hits = {name: _spans(rag, ranked) for name, ranked in _rankings(rag, example.question, clues, k).items()}
+                rankings = _rankings(rag, example.question, clues, k)
+                hits = {name: _spans(rag, ranked) for name, ranked in rankings.items()}
                 records.append({
                     "id": example.id, "question": example.question, "clue_source": clue_source, "clues": clues,
                     "raw_clues": raw,
                     "recall": {name: recall_lib.recall(units, [s for s, _ in hits[name]], coverage) for name in VARIANTS},
                     "doc_recall": {name: recall_lib.doc_recall(units, [s for s, _ in hits[name]]) for name in VARIANTS},
                     "hits": {name: [[*span, score] for span, score in hits[name]] for name in VARIANTS},
+                    "evidence_tokens": {name: _tokens(rag, rankings[name]) for name in VARIANTS},
                 })
                 if partial is not None:
                     partial.add(records[-1])
@@ -171,6 +181,10 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
             values = [r[field][name] for r in records if r[field][name] is not None]
             summary[f"{field}@{k} {name}"] = round(100 * fmean(values), 2) if values else None
         summary[f"{field}_n"] = sum(r[field]["query"] is not None for r in records)
+        if field == "recall":  # the cost beside each ranking's recall (absent from older records)
+            for name in VARIANTS:
+                tokens = [r["evidence_tokens"][name] for r in records if "evidence_tokens" in r]
+                summary[f"evidence_tokens@{k} {name}"] = round(fmean(tokens), 1) if tokens else None
         for name in VARIANTS[1:]:
             summary[f"{field}@{k} {name} - query"] = paired_gain(records, field, name)
     return summary

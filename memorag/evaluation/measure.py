@@ -1,4 +1,11 @@
-"""Measuring cost: the tokens a generator is given, and the peak memory of a stage.
+"""Measuring cost: the tokens a generator is given, the evidence's own tokens, and the peak memory of a stage.
+
+Evidence tokens: :func:`evidence_tokens` is the size of the evidence a mode gave the generator,
+the sum of each piece's ``num_tokens`` (a chunk's count in the chunking tokenizer, a whole
+document's or cut span's as the mode counted it; two overlapping chunks each count the tokens
+they share). It is reported beside every recall and score, so that modes are compared at the
+evidence they read; the generator's whole prompt (instructions, question, offered draft) is the
+generator-token count below.
 
 Tokens: :class:`MeteredGenerator` wraps the generator every mode shares and, for
 each call, records ``count_tokens(prompt, system)`` of exactly what it was given:
@@ -27,15 +34,21 @@ import re
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from memorag.generation import Generator
+from memorag.results import Evidence
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
 _HWM = re.compile(r"^VmHWM:\s+(\d+)\s+kB", re.MULTILINE)
+
+
+def evidence_tokens(evidence: Sequence[Evidence]) -> int:
+    """The tokens of the evidence given to the generator (see the module docstring)."""
+    return sum(item.num_tokens for item in evidence)
 
 
 class MeteredGenerator(Generator):

@@ -46,16 +46,18 @@ def _stages(cells: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def quality_table(cells: Sequence[dict[str, Any]], ks: Sequence[int]) -> str:
-    columns = ["task", "length", "mode", "n", "context tokens", "metric", "score", "recall@all",
-               *[f"recall@{k}" for k in ks], "doc recall@all", "generator tokens", "evidence order", "answer prompt"]
+    columns = ["task", "length", "mode", "n", "context tokens", "metric", "score", "answered %", "recall@all",
+               *[f"recall@{k}" for k in ks], "doc recall@all", "evidence tokens", "generator tokens",
+               "evidence order", "answer prompt"]
     lines = ["| " + " | ".join(columns) + " |",
              "|" + "---|" * 3 + "---:|" * 2 + "---|" + "---:|" * (len(columns) - 8) + "---|" * 2]
     for cell in cells:
         task = cell["task"] + (" *" if cell["proxy"] else "")
         row = [task, _length(cell["length"]), cell["mode"], str(cell["n"]), _fmt(cell["context_tokens"], 0),
-               cell["metric"], _fmt(cell["score"], 2),
+               cell["metric"], _fmt(cell["score"], 2), _fmt(cell.get("answered")),
                _fmt(cell["recall@all"]), *[_fmt(cell[f"recall@{k}"]) for k in ks], _fmt(cell["doc_recall@all"]),
-               _fmt(cell["generator_tokens"], 0), cell.get("evidence_order", "n/a").replace("None", "n/a"),
+               _fmt(cell.get("evidence_tokens"), 0), _fmt(cell["generator_tokens"], 0),
+               cell.get("evidence_order", "n/a").replace("None", "n/a"),
                cell.get("answer_prompt", "n/a")]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -96,7 +98,9 @@ def write_report(directory: str | os.PathLike[str], cells: Sequence[dict[str, An
         *([models_line(models)] if models else []),
         "- score: the example's metric, mean x 100; recall: share of gold evidence units found in the evidence "
         "given to the generator (all of it, or its k best-scored pieces), x 100; n/a: the mode gave no "
-        "evidence by design (e.g. the memory answering alone); generator tokens: mean prompt tokens per question",
+        "evidence by design (e.g. the memory answering alone); answered %: share of replies that were an answer "
+        "(not empty, not the question repeated); evidence tokens: mean tokens of the evidence the generator read "
+        "per question (the cost of that recall and score); generator tokens: mean prompt tokens per question",
         "- tasks marked * are generated or constructed (proxies): not comparable with published figures",
         "",
         "## Quality",

@@ -12,7 +12,8 @@ memory (``Mode.needs_memory``), and is charged only to those modes.
 
 Each asked question is a record (see ``store``): the prediction and its score
 by the example's metric, recall of the gold evidence (``recall``), the tokens
-given to the generator (``measure.MeteredGenerator``), the mode's stage
+given to the generator (``measure.MeteredGenerator``) and the evidence's own tokens
+(``measure.evidence_tokens``), whether it answered (``Answer.answered``), the mode's stage
 timings, and peak memory per stage (``measure.PeakMemory``). Records are written
 as they are made; a rerun skips what is recorded.
 
@@ -48,7 +49,7 @@ from memorag.evaluation.config import (
     resolved_pipeline,
     task_identity,
 )
-from memorag.evaluation.measure import MeteredGenerator, PeakMemory
+from memorag.evaluation.measure import MeteredGenerator, PeakMemory, evidence_tokens
 from memorag.evaluation.shards import Shard, ShardManifest
 from memorag.evaluation.sources import BuildRequest, build_task_data
 from memorag.evaluation.store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
@@ -365,6 +366,8 @@ class EvalRunner:
             "question": example.question, "answers": example.answers, "prediction": answer.answer,
             "metric": example.metric, "score": scoring.score(answer.answer, example), "recall": recall,
             "evidence": [[e.doc_id, e.start_char, e.end_char, e.score] for e in answer.evidence],
+            "evidence_tokens": evidence_tokens(answer.evidence),
+            "answered": answer.answered,
             "evidence_ids": [e.chunk_id for e in answer.evidence],  # NO_CHUNK (-1): whole documents or cut text
             "evidence_order": rag.mode(name).evidence_order(pipeline_task),
             "answer_prompt": form.to_dict() if self.used_answer_prompt(name, pipeline_task) else None,

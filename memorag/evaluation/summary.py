@@ -5,6 +5,11 @@
   (``recall_n`` of them); None ("n/a") when it applies to none;
 - ``generator_tokens``: mean prompt tokens given to the generator per example
   (all its calls summed), None when the generator was never called;
+- ``evidence_tokens``: mean tokens of the evidence the generator read per example
+  (``measure.evidence_tokens``), the cost beside every recall and score; None for records
+  written before it was kept;
+- ``answered``: the share of examples (x 100) whose reply was an answer (not empty, not an echo
+  of the question: ``Answer.answered``); None for records written before it was kept;
 - ``time_s``: mean seconds per example of each stage the mode timed (``clues``,
   ``retrieve``, ``generate``..., and ``total``);
 - ``index_s`` and ``memory_s``: mean seconds per distinct context to chunk and
@@ -57,6 +62,9 @@ def summarize_cell(records: Sequence[dict[str, Any]], *, fingerprint: str, reque
         **{key: _mean([record["recall"][key] for record in records], 100.0) for key in recall_keys},
         "generator_tokens": _mean([sum(r["generator_prompt_tokens"]) if r["generator_prompt_tokens"] else None
                                    for r in records], ndigits=1),
+        "evidence_tokens": _mean([record.get("evidence_tokens") for record in records], ndigits=1),
+        "answered": _mean([None if record.get("answered") is None else float(record["answered"])
+                           for record in records], 100.0, ndigits=1),
         "generator_calls": _mean([len(record["generator_prompt_tokens"]) for record in records]),
         "context_tokens": _mean([record["context_tokens"] for record in records], ndigits=0),
         "time_s": {stage: _mean([record["timings"].get(stage) for record in records], ndigits=3)

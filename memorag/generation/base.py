@@ -19,6 +19,7 @@ class Generator(ABC):
 
     name: str = "generator"
     context_window: int | None = None
+    serves_concurrently: bool = False  # whether requests sent at once are answered in parallel (a server)
 
     @abstractmethod
     def generate(

@@ -35,6 +35,8 @@ class UnauthorizedError(GeneratorError):
 
 
 class OpenAIGenerator(Generator):
+    serves_concurrently = True
+
     def __init__(
         self,
         base_url: str,

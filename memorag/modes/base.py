@@ -36,6 +36,7 @@ class Mode(ABC):
     default_task: ClassVar[str]
     settings_key: ClassVar[str | None] = None  # the `PipelineConfig` field of this mode's own settings
     needs_memory: ClassVar[bool] = False  # whether `memorize` should build the memory for it
+    needs_gists: ClassVar[bool] = False  # whether `memorize` should write the gist memory for it (memorag/lite/)
     # tasks answered from no retrieved or given text (e.g. from the memory alone): recall does not apply
     tasks_without_evidence: ClassVar[tuple[str, ...]] = ()
     # the order this mode gives its retrieved evidence in ("document" or "best-first"), which the
@@ -83,21 +84,28 @@ class Mode(ABC):
         raw: dict[str, str] | None = None,
         warnings: Sequence[str] = (),
         max_tokens: int | None = None,
+        draft: str = "",
     ) -> Answer:
         """The read step the retrieval modes share: `plan` is executed (every query retrieves, the
         lists are fused or unioned; `memorag.modes.evidence_plan`), fitted to the budget
-        (`max_tokens`), and the generator answers from the evidence, given in
-        `evidence_order()`. `clues` (the queries beyond the user's) and `raw` go into the
-        `Answer` as they are."""
+        (`max_tokens`) or, for a plan read whole (`plan.budgeted` False, the reference rule), to
+        the generator's window with the clues' hits cut first, and the generator answers from the
+        evidence, given in `evidence_order()`, with `draft` offered after it ("The answer might
+        be ..."). `clues` (the queries beyond the user's) and `raw` go into the `Answer` as they are."""
         step = context.evidence
+        order = self.evidence_order(task) or "document"
+        warnings = list(warnings)
         with timed(timings, "retrieve"):
-            evidence = step.gather(plan, task, query, language, max_tokens=max_tokens)
-            evidence = step.order(evidence, self.evidence_order(task) or "document")
+            if plan.budgeted:
+                evidence = step.order(step.gather(plan, task, query, language, max_tokens=max_tokens), order)
+            else:
+                evidence, cuts = step.gather_whole(plan, task, query, language, order, draft)
+                warnings += cuts
         hooks.evidence(evidence)
         with timed(timings, "generate"):
-            text = step.generate(query, evidence, task, language, hooks.on_text)
+            text = step.generate(query, evidence, task, language, hooks.on_text, draft)
         return Answer(query, task, self.name, text, list(clues), evidence, timings, context.generator.name,
-                      dict(raw or {}), warnings=list(warnings))
+                      dict(raw or {}), warnings=warnings, offered_draft=draft)
 
 
 _MODES: dict[str, type[Mode]] = {}

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the models' modules load torch; a mode that never uses one 
     from transformers import PreTrainedTokenizerBase
 
     from memorag.generation.base import Generator
+    from memorag.lite import GistMemory
     from memorag.memory import Memory, MemoryModel
     from memorag.retrieval.dense import Embedder
 
@@ -50,6 +51,7 @@ class Loaders:
     embedder: Callable[[], Embedder]
     memory_model: Callable[[], MemoryModel]
     memory: Callable[[], Memory | None]  # the corpus's memory, built on first use if `memorize` was told not to
+    gists: Callable[[], GistMemory]  # the corpus's gist memory, its missing gists written on first use
     new_retriever: Callable[[], Retriever]  # an empty retriever of the pipeline's kind
 
 
@@ -94,6 +96,11 @@ class ModeContext:
     @cached_property
     def memory(self) -> Memory | None:
         return self._loaders.memory()
+
+    @cached_property
+    def gists(self) -> GistMemory:
+        """The gist memory of every document (the memorag-lite mode's), written now where missing."""
+        return self._loaders.gists()
 
     def new_retriever(self) -> Retriever:
         return self._loaders.new_retriever()

@@ -13,10 +13,14 @@ in the generator's own tokens) less the tokens kept for the reply. Everything el
 - the cic mode, which writes its own prompt, fits its corpus with `room_after` itself.
 
 `retrieve` executes a retrieval plan (`memorag.modes.evidence_plan`: every query retrieves,
-the lists are fused by weight or unioned round-robin by rank); `gather` is that ranking
-fitted to a budget (the best chunks that fit are kept, then `fit_window`);
+the lists are fused by weight or unioned round-robin by rank), noting for each chunk every
+list that fetched it (`FoundBy`: the query's text, the rank, the retriever's score); `gather` is
+that ranking fitted to a budget (the best chunks that fit are kept, then `fit_window`);
+`gather_whole` keeps the whole ranking (the reference rule: no budget), cut only to the
+window, the chunks clues alone found first out (`cut_clue_hits_first`);
 `order` puts evidence in document order or best first; `generate` renders the answer
-prompt over the evidence and asks the generator.
+prompt over the evidence (and the memory's draft answer, when one is offered: "The answer
+might be ...") and asks the generator.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from memorag import prompts
 from memorag.answer_forms import AnswerForm
 from memorag.errors import EmptyCorpusError, PipelineError, QueryTooLongError
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.results import Evidence
+from memorag.results import Evidence, FoundBy
 from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document
 
@@ -41,12 +45,23 @@ if TYPE_CHECKING:
 TOKENIZER_MARGIN = 0.9
 
 
-def chunk_evidence(chunk: Chunk, score: float, found_by: Mapping[int, list[int]]) -> Evidence:
-    """A retrieved chunk as `Evidence`: its place, its score (rounded to 6 places) and the
-    indices of the queries that found it (`found_by`, as `EvidenceStep.retrieve` gives it)."""
+def chunk_evidence(chunk: Chunk, score: float, found_by: Mapping[int, Sequence[FoundBy]]) -> Evidence:
+    """A retrieved chunk as `Evidence`: its place, its score (rounded to 6 places) and the retrieval
+    lists that fetched it (`found_by`, as `EvidenceStep.retrieve` gives it; `Evidence.queries` are
+    their query indices)."""
+    lists = list(found_by.get(chunk.id, []))
     return Evidence(chunk.id, chunk.doc_id, chunk.title, chunk.start_char, chunk.end_char, chunk.num_tokens,
-                    round(score, 6), found_by.get(chunk.id, []), chunk.text, chunk.page, chunk.last_page,
-                    list(chunk.section))
+                    round(score, 6), list(dict.fromkeys(item.query_index for item in lists)), chunk.text,
+                    chunk.page, chunk.last_page, list(chunk.section), lists)
+
+
+def cut_clue_hits_first(evidence: Sequence[Evidence]) -> int:
+    """The index of the item of `evidence` (a ranking, best first) to cut first when it does not fit:
+    the last one that clues alone found, else (only the query's own hits left) the last one."""
+    for index in range(len(evidence) - 1, -1, -1):
+        if 0 not in evidence[index].queries:
+            return index
+    return len(evidence) - 1
 
 
 @dataclass(frozen=True)
@@ -85,8 +100,13 @@ class EvidenceStep:
         return self._generator()
 
     # -- the answer prompt ----------------------------------------------------------------------
-    def prompt(self, query: str, task: str, language: str, evidence: Sequence[Evidence]) -> str:
+    def prompt(self, query: str, task: str, language: str, evidence: Sequence[Evidence], draft: str = "") -> str:
+        """The answer prompt over `evidence`; a `draft` answer is offered after the passages, as the
+        reference pipeline offers its memory's ("The answer might be ...", `prompts.DRAFT_OFFER`)."""
         passages = self.render_passages(evidence, language)
+        if draft:
+            offer = prompts.fill(prompts.DRAFT_OFFER, language, draft=draft.strip().rstrip("."))
+            passages = f"{passages}\n\n{offer}" if passages else offer
         if task == "summarize":
             return prompts.fill(prompts.GENERATOR_SUMMARY, language, passages=passages, request=query)
         return self.answer_form.render(passages, query, language)
@@ -119,11 +139,12 @@ class EvidenceStep:
         )
 
     def generate(self, query: str, evidence: Sequence[Evidence], task: str, language: str,
-                 on_text: Callable[[str], None] | None = None) -> str:
-        """The generator's answer from the answer prompt over `evidence`."""
+                 on_text: Callable[[str], None] | None = None, draft: str = "") -> str:
+        """The generator's answer from the answer prompt over `evidence` (and `draft`, offered)."""
         if task == "summarize" and not query:
             query = prompts.fill(prompts.DEFAULT_SUMMARY_REQUEST, language)
-        return self.generator.generate(self.prompt(query, task, language, evidence), system=self.system(task, language),
+        return self.generator.generate(self.prompt(query, task, language, evidence, draft),
+                                       system=self.system(task, language),
                                        max_new_tokens=self.max_new_tokens(task), on_text=on_text)
 
     # -- the window -----------------------------------------------------------------------------
@@ -135,9 +156,10 @@ class EvidenceStep:
             return None
         return window - self.generator.count_tokens(prompt, system) - new_tokens
 
-    def room_left(self, query: str, evidence: Sequence[Evidence], task: str, language: str) -> int | None:
-        """What the answer prompt over `evidence` and the answer leave of the window."""
-        return self.room_after(self.prompt(query, task, language, evidence), self.system(task, language),
+    def room_left(self, query: str, evidence: Sequence[Evidence], task: str, language: str,
+                  draft: str = "") -> int | None:
+        """What the answer prompt over `evidence` (and `draft`) and the answer leave of the window."""
+        return self.room_after(self.prompt(query, task, language, evidence, draft), self.system(task, language),
                                self.max_new_tokens(task))
 
     def room_for_evidence(self, query: str, task: str, language: str) -> int | None:
@@ -196,22 +218,23 @@ class EvidenceStep:
         return evidence
 
     # -- retrieval ------------------------------------------------------------------------------
-    def retrieve(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[int]]]:
+    def retrieve(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[FoundBy]]]:
         """Execute `plan`: every query retrieves its hits (`plan.hits_per_query`, default
         `hits_per_query`); the lists are combined into one ranking: fused (weighted), or with
         `plan.union` taken round-robin by rank (`hybrid.round_robin`; no weights). Returns the
-        combined hits, best first, and for each chunk id the indices of the queries that found it."""
+        combined hits, best first, and for each chunk id the lists that fetched it, in query order
+        (`FoundBy`: query index, text, rank, score)."""
         from memorag.retrieval.hybrid import fuse, round_robin
 
         if self.retriever is None:
             raise EmptyCorpusError("nothing is memorized yet")
         results = self.retriever.search(list(plan.queries), plan.hits_per_query or self.settings.hits_per_query)
-        found_by: dict[int, list[int]] = {}
-        for position, hits in enumerate(results):
-            for hit in hits:
-                found_by.setdefault(hit.chunk_id, [])
-                if position not in found_by[hit.chunk_id]:
-                    found_by[hit.chunk_id].append(position)
+        found_by: dict[int, list[FoundBy]] = {}
+        for position, (text, hits) in enumerate(zip(plan.queries, results, strict=True)):
+            for rank, hit in enumerate(hits, start=1):
+                lists = found_by.setdefault(hit.chunk_id, [])
+                if not any(item.query_index == position for item in lists):
+                    lists.append(FoundBy(position, text, rank, round(float(hit.score), 6)))
         if plan.union:
             return round_robin(results), found_by
         return fuse(results, method=self.settings.fusion, weights=list(plan.weights)), found_by
@@ -228,6 +251,39 @@ class EvidenceStep:
         kept = fit_to_budget(ranked, self.chunk_by_id, budget)
         evidence = [chunk_evidence(chunk, scores[chunk.id], found_by) for chunk in kept]
         return self.fit_window(evidence, query, task, language)
+
+    def gather_whole(self, plan: RetrievalPlan, task: str, query: str, language: str, order: str,
+                     draft: str = "") -> tuple[list[Evidence], list[str]]:
+        """Execute `plan` (`retrieve`) and keep every chunk of its ranking (no evidence budget), in
+        `order`; when the answer prompt over them (with `draft` offered) is longer than the
+        generator's window, cut them one by one as `cut_clue_hits_first` says: the chunks clues
+        alone found go first, the query's own hits last. Returns the evidence and a warning per
+        kind of cut (none when all fit). Raises `QueryTooLongError` when the query leaves no room."""
+        ranked, found_by = self.retrieve(plan)
+        self.room_for_evidence(query, task, language)
+        kept = [chunk_evidence(self.chunk_by_id[hit.chunk_id], hit.score, found_by) for hit in ranked]
+        cut: list[Evidence] = []
+        while kept:
+            left = self.room_left(query, self.order(kept, order), task, language, draft)
+            if left is None or left >= 0:
+                break
+            cut.append(kept.pop(cut_clue_hits_first(kept)))
+        return self.order(kept, order), self._cut_warnings(cut)
+
+    def _cut_warnings(self, cut: Sequence[Evidence]) -> list[str]:
+        window = self.generator.context_window
+        by_clues = [item for item in cut if 0 not in item.queries]
+        own = [item for item in cut if 0 in item.queries]
+        warnings = []
+        if by_clues:
+            warnings.append(f"the generator's window ({window} tokens) could not hold every retrieved chunk: "
+                            f"{len(by_clues)} found by clues alone were left out "
+                            f"({', '.join(item.citation for item in by_clues)})")
+        if own:
+            warnings.append(f"the generator's window ({window} tokens) could not hold the query's own hits: "
+                            f"{len(own)} were left out ({', '.join(item.citation for item in own)}); a generator "
+                            f"with a larger window, or a shorter `answer_max_new_tokens`, would keep them")
+        return warnings
 
     def order(self, evidence: Sequence[Evidence], order: str) -> list[Evidence]:
         """`evidence` in document order (documents as memorized, then by offset) or best first

@@ -2,9 +2,10 @@
 
 How the query and the clues become evidence is the one rule of `memorag.modes.evidence_plan`
 (by default the reference pipeline's: the query and every clue retrieve their own
-`memorag_hits` chunks, unioned round-robin by rank); the mode fits that ranking to
-`evidence_tokens` and gives it in document order. `search` and the LangChain and LlamaIndex
-retrievers return the same ranking, cut to their `k`.
+`memorag_hits` chunks, the whole union is read in document order, cut only to the generator's
+window with the clues' hits first out, and the memory's draft answer is offered as "The answer
+might be ..."; `memorag_evidence="union"` cuts the round-robin ranking to `evidence_tokens`
+instead). `search` and the LangChain and LlamaIndex retrievers return the ranking, cut to their `k`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from memorag.clues import combine_clues, parse_clues
 from memorag.config import config_view
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
-from memorag.modes.evidence_plan import clue_plan
+from memorag.modes.evidence_plan import clue_plan, offers_draft
 from memorag.results import Answer, AskHooks, timed
 
 # The clue bar: "writing clues 0/3 [00:06, spans + questions + draft]", the kinds being written.
@@ -39,7 +40,7 @@ class MemoRAGSettings:
     clue_kinds: tuple[str, ...]
     max_clues: int
     clue_max_new_tokens: int
-    memorag_evidence: str  # "union" or "fusion"
+    memorag_evidence: str  # "reference", "union" or "fusion" (`evidence_plan.MEMORAG_EVIDENCE`)
     memorag_hits: int
     query_weight: float
     answer_max_new_tokens: int
@@ -76,7 +77,9 @@ class MemoRAGMode(Mode):
             clues, raw = self.write_clues(context, query, task, language, show_progress=hooks.show_progress)
         hooks.clues(clues)
         plan = clue_plan(query, clues, settings, context.shared.hits_per_query)
-        return self.retrieve_and_answer(context, query, task, language, hooks, timings, plan, clues=clues, raw=raw)
+        draft = draft_from_replies(raw, query, language) if offers_draft(settings) else ""
+        return self.retrieve_and_answer(context, query, task, language, hooks, timings, plan, clues=clues, raw=raw,
+                                        draft=draft)
 
     def answer_from_memory(self, context: ModeContext, query: str, language: str,
                            on_text: Callable[[str], None] | None = None) -> str:
@@ -148,3 +151,14 @@ def clues_from_replies(requests: dict[str, tuple[str, bool]], raw: dict[str, str
     groups = [parse_clues(raw[kind], prompt=prompt, query=query, split_lines=split_lines, max_clues=settings.max_clues)
               for kind, (prompt, split_lines) in requests.items()]
     return combine_clues(groups, settings.max_clues, query)
+
+
+def draft_from_replies(raw: dict[str, str], query: str, language: str) -> str:
+    """The memory's draft answer as the reference rule offers it to the generator: the ``draft``
+    reply of `raw` cleaned as one clue (`parse_clues`, echoes and labels dropped), or "" when no
+    draft was asked (not among `clue_kinds`, or the task `summarize`) or none is usable."""
+    if "draft" not in raw:
+        return ""
+    prompt = prompts.fill(prompts.MEMORY_DRAFT, language, question=query)
+    found = parse_clues(raw["draft"], prompt=prompt, query=query, split_lines=False, max_clues=1)
+    return found[0] if found else ""

@@ -43,12 +43,13 @@ from memorag.pipeline.types import (
     timed,
 )
 from memorag.placement import Placement, set_threads
-from memorag.results import memory_text
+from memorag.results import FoundBy, memory_text
 from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document
 
 if TYPE_CHECKING:
     from memorag.generation.base import Generator
+    from memorag.lite import GistMemory
     from memorag.memory import Memory, MemoryModel
     from memorag.retrieval.dense import Embedder
 
@@ -250,7 +251,7 @@ class MemoRAG:
         self,
         text_or_documents: str | Document | os.PathLike | Sequence[str | Document | os.PathLike],
         *,
-        with_memory: bool = True,
+        with_memory: bool | None = None,
         show_progress: bool | None = None,
         read_options: ReadOptions | None = None,
         on_progress: Callable[[int, int], None] | None = None,
@@ -262,12 +263,16 @@ class MemoRAG:
         first, before any model work; one that cannot be read is left out and reported in
         `MemorizeReport.problems` (when nothing could be read, its `DocumentReadError` is raised).
         The memory is extended (new text read after the old); `with_memory=False` builds
-        only the chunks and index (modes that need the memory build it on first use).
+        only the chunks and index (modes that need the memory build it on first use); None (the
+        default) builds it unless the `mode` setting reads gists instead (memorag-lite), whose
+        gists are then written (`ensure_gists`).
         `on_progress(done, total)`: the memory's tokens read so far and in all, after each window.
         Nothing changes if any step fails.
         """
         from memorag.retrieval.chunking import chunk_documents
 
+        if with_memory is None:
+            with_memory = not self.mode().needs_gists
         timings: dict[str, float] = {}
         with timed(timings, "read"):  # files and folders: extracted here, before any model work
             documents, problems = read_inputs(text_or_documents, read_options)
@@ -286,6 +291,10 @@ class MemoRAG:
         with timed(report.timings, "chunk"):
             chunks = chunk_documents(new, self.tokenizer, self.config.chunk_tokens, self.config.overlap_tokens,
                                      first_id=len(self._corpus.chunks))
+        gists = None
+        if self.mode().needs_gists or self._corpus.gists is not None:  # the memorag-lite mode's memory
+            with timed(report.timings, "gists"):
+                gists = self._gists_of([*self._corpus.documents, *new], show_progress)
         if with_memory or memory is not None:
             with timed(report.timings, "memory"):
                 if memory is None:
@@ -297,6 +306,9 @@ class MemoRAG:
             retriever = self.retriever if self.retriever is not None else self.new_retriever()
             retriever.add(chunks)
         self._corpus.add(admission, chunks, retriever, memory)
+        if gists is not None:
+            self._corpus.set_gists(gists)
+            report.num_gists = len(gists)
         report.added = [document.id for document in new]
         report.num_chunks = len(chunks)
         report.memory_tokens = memory.num_tokens if memory is not None else 0
@@ -322,6 +334,34 @@ class MemoRAG:
             self._corpus.set_memory(self.memory_model.memorize(memory_text(self._corpus.documents, False),
                                                                show_progress=show_progress))
 
+    def ensure_gists(self, show_progress: bool | None = None) -> GistMemory:
+        """The gist memory of every document (the memorag-lite mode's), its missing gists written now."""
+        gists = self._gists_of(self._corpus.documents, show_progress)
+        self._corpus.set_gists(gists)
+        return gists
+
+    def _gists_of(self, documents: Sequence[Document], show_progress: bool | None) -> GistMemory:
+        """The corpus's gist memory extended by the gists of those of `documents` it lacks, written by the
+        generator (`memorag.lite`); a text whose gists cannot fit the generator is refused before any is written."""
+        from memorag.clues import detect_language
+        from memorag.lite import GistCheckpoint, GistMemory, gist_windows, plan_gist_budget, write_gists
+
+        memory = self._corpus.gists or GistMemory()
+        missing = memory.missing(documents)
+        if not missing:
+            return memory
+        settings = self.config.lite
+        language = self.config.language if self.config.language != "auto" else detect_language(missing[0].text[:1024])
+        windows = gist_windows(missing, self.tokenizer, settings.window_tokens)
+        reply_tokens = max(self.config.clue_max_new_tokens, self.config.answer_max_new_tokens)
+        budget = plan_gist_budget(self.generator, windows, memory, settings, reply_tokens, language)
+        texts = {document.id: document.text for document in missing}
+        checkpoint = GistCheckpoint(settings.checkpoint_dir, self.generator.name, budget.per_gist, language)
+        written = write_gists(windows, [texts[window.doc_id][window.start_char:window.end_char] for window in windows],
+                              self.generator, budget.per_gist, checkpoint=checkpoint, batch_size=settings.batch_size,
+                              language=language, show_progress=show_progress)
+        return memory.extended(written)
+
     # -- asking ---------------------------------------------------------------------------------
     def mode(self, name: str | None = None) -> Mode:
         name = name or self.config.mode
@@ -339,7 +379,7 @@ class MemoRAG:
         shared = config_view(SharedSettings, config)
         loaders = Loaders(generator=lambda: self.generator, tokenizer=lambda: self.tokenizer,
                           embedder=lambda: self.embedder, memory_model=lambda: self.memory_model,
-                          memory=self._built_memory, new_retriever=self.new_retriever)
+                          memory=self._built_memory, gists=self.ensure_gists, new_retriever=self.new_retriever)
         return ModeContext(corpus=self.corpus, retriever=self.retriever, shared=shared,
                            settings=handler.settings_of(config), evidence=step, loaders=loaders,
                            few_shot=self.few_shot)
@@ -387,14 +427,20 @@ class MemoRAG:
         return answer
 
     def clues(self, query: str, task: str = "memorag", show_progress: bool = False) -> tuple[list[str], dict[str, str]]:
-        """Only the memory model's clues for `query` (key points for `summarize`), and its raw
-        replies by clue kind."""
+        """Only the memory's clues for `query` (key points for `summarize`), and its raw replies by
+        clue kind: the clues of the `mode` setting when it writes clues (memorag, memorag-full,
+        memorag-lite), else the memorag mode's. `search` and the integrations retrieve with them."""
         if task == "qa":
             raise UnsupportedTaskError("the qa task writes no clues; use memorag or summarize")
-        handler = self._ready(query, task, "memorag")
+        handler = self._ready(query, task, self._clue_mode())
         context = self.context(handler)
         query = query.strip()
         return handler.write_clues(context, query, task, context.language_of(query), show_progress=show_progress)
+
+    def _clue_mode(self) -> str:
+        from memorag.modes.memorag import MemoRAGMode
+
+        return self.config.mode if isinstance(self.mode(), MemoRAGMode) else "memorag"
 
     def _ready(self, query: str, task: str | None, mode: str | None) -> Mode:
         if not isinstance(query, str):
@@ -416,15 +462,15 @@ class MemoRAG:
         return handler
 
     def retrieve(self, queries: Sequence[str], weights: Sequence[float] | None = None,
-                 k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[int]]]:
+                 k: int | None = None, *, union: bool = False) -> tuple[list[Hit], dict[int, list[FoundBy]]]:
         """Every query retrieves `k` hits (default `hits_per_query`), combined into one ranking:
         fused by weight, or with `union` round-robin by rank (`retrieve_plan`)."""
         weights = [1.0] * len(queries) if weights is None else weights
         return self.retrieve_plan(RetrievalPlan(tuple(queries), tuple(weights), k, union))
 
-    def retrieve_plan(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[int]]]:
+    def retrieve_plan(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[FoundBy]]]:
         """The ranking of a retrieval plan (`memorag.modes.evidence_plan`; `EvidenceStep.retrieve`):
-        the hits, best first, and for each chunk id the indices of the queries that found it."""
+        the hits, best first, and for each chunk id the lists that fetched it (`FoundBy`)."""
         return self._evidence_step().retrieve(plan)
 
     # -- persistence ----------------------------------------------------------------------------

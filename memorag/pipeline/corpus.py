@@ -4,11 +4,12 @@ The pipeline (`MemoRAG`) owns one `MemorizedCorpus`; nothing else writes its fie
 changes in three ways only: `admit` sorts documents offered to `memorize` into new and
 already memorized ones (and refuses a known id with another text) without changing
 anything; `add` commits what a memorize built (chunks, index, memory) in one step and
-moves the version on; `set_memory` records a memory built after the fact. Modes read a
+moves the version on; `set_memory` records a memory built after the fact, and `set_gists`
+the memorag-lite mode's gist memory whenever gists are written. Modes read a
 frozen `Corpus` view of it (`view()`).
 
 `save(folder)` writes its part of a pipeline save (documents and chunks as JSONL, the
-index, the memory) and returns what the manifest records of it; `load` reads that part
+index, the memory, the gists) and returns what the manifest records of it; `load` reads that part
 back and refuses anything that differs from the manifest. The file layout is the save
 format's (`memorag.pipeline.persistence` adds the manifest, its seal and the lock).
 """
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from memorag.errors import DocumentConflictError, SaveFormatError
 from memorag.io import atomic_write_text, sha256_file
+from memorag.lite.memory import GistMemory
 from memorag.pipeline.helpers import document_sha256
 from memorag.results import Corpus
 from memorag.retrieval.base import Retriever
@@ -38,6 +40,7 @@ DOCUMENTS = "documents.jsonl"
 CHUNKS = "chunks.jsonl"
 INDEX = "index"
 MEMORY = "memory"
+GISTS = "gists.jsonl"  # the memorag-lite mode's gist memory (memorag/lite/), when written
 # What to do about a save that fails its checks (FILE... are the texts it was made from).
 REMEDY = "memorize its texts again: `memorag memorize FILE... --out {dir} --overwrite`"
 
@@ -64,6 +67,7 @@ class MemorizedCorpus:
         self._chunk_by_id: dict[int, Chunk] = {}
         self._retriever: Retriever | None = None
         self._memory: Memory | None = None
+        self._gists: GistMemory | None = None
         self._version = 0
 
     # -- reading ------------------------------------------------------------------------------
@@ -87,6 +91,11 @@ class MemorizedCorpus:
     @property
     def memory(self) -> Memory | None:
         return self._memory
+
+    @property
+    def gists(self) -> GistMemory | None:
+        """The gist memory of the memorag-lite mode (None until written), of some or all documents."""
+        return self._gists
 
     @property
     def version(self) -> int:
@@ -140,6 +149,10 @@ class MemorizedCorpus:
         """Record the memory of every document, built after `add` was given none."""
         self._memory = memory
 
+    def set_gists(self, gists: GistMemory) -> None:
+        """Record the gist memory (of the documents it names; `GistMemory.missing` tells the others)."""
+        self._gists = gists
+
     # -- saving -------------------------------------------------------------------------------
     def save(self, folder: Path) -> dict:
         """Write the documents, chunks, index and memory into `folder`; return the manifest's
@@ -149,6 +162,8 @@ class MemorizedCorpus:
         self._retriever.save(folder / INDEX)
         if self._memory is not None:
             self._memory.save(folder / MEMORY)
+        if self._gists is not None:
+            self._gists.save(folder / GISTS)
         return {
             "content_sha256": self.content_sha256,
             "documents": [
@@ -196,6 +211,8 @@ class MemorizedCorpus:
             check_memory_part(memory, manifest, root)
             check_memory(memory)
             corpus._memory = memory
+        if (root / GISTS).is_file():  # listed and checked with every file of the save
+            corpus._gists = GistMemory.load(root / GISTS)
         corpus._version = 1
         return corpus
 

@@ -23,9 +23,11 @@ from memorag.errors import (
     UnknownModeError,
     UnsupportedTaskError,
 )
+from memorag.lite.settings import GistSettings
 from memorag.memory.config import MemoryConfig
 from memorag.modes.cic import CiCSettings
 from memorag.modes.dos import DOSSettings
+from memorag.modes.evidence_plan import MEMORAG_EVIDENCE
 from memorag.modes.hyde import HyDESettings
 from memorag.modes.longrag import LongRAGSettings
 from memorag.modes.mixpr import MixPRSettings
@@ -45,7 +47,6 @@ Task = Literal["qa", "memorag", "summarize", "retrieval"]
 TASKS: tuple[str, ...] = ("qa", "memorag", "summarize", "retrieval")  # retrieval: the cic mode's document ids
 RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
 CLUE_KINDS: tuple[str, ...] = ("spans", "questions", "draft")
-MEMORAG_EVIDENCE: tuple[str, ...] = ("union", "fusion")
 # "own": each mode's own order (rag best first, the others document order); the other two set it for all
 EVIDENCE_ORDERS: tuple[str, ...] = ("own", "document", "best-first")
 
@@ -99,14 +100,19 @@ class PipelineConfig:
     max_clues: int = 8
     clue_max_new_tokens: int = 64
     hits_per_query: int = 6
-    # the memorag mode's evidence: "union" (the reference's rule: the query and every clue retrieve
-    # `memorag_hits` each, unioned, taken round-robin by rank when the budget cannot hold them all),
-    # or "fusion" (each retrieves `hits_per_query`, lists fused with the query weighing `query_weight`)
-    memorag_evidence: Literal["union", "fusion"] = "union"
-    memorag_hits: int = 3  # union: hits of the query and of each clue (the reference's k)
+    # the clue-driven modes' evidence rule (memorag/modes/evidence_plan.py): "reference" (the official
+    # MemoRAG's: the query and every clue retrieve `memorag_hits` each, the whole union read in text order,
+    # the draft offered as "The answer might be ...", cut only to the generator's window with the clues'
+    # hits first out), "union" (the same lists taken round-robin by rank and cut to `evidence_tokens`:
+    # modes compared at equal evidence), or "fusion" (each retrieves `hits_per_query`, lists fused with
+    # the query weighing `query_weight`, cut to `evidence_tokens`)
+    memorag_evidence: Literal["reference", "union", "fusion"] = "reference"
+    memorag_hits: int = 3  # reference and union: hits of the query and of each clue (the reference's k)
     query_weight: float = 2.0  # fusion: weight of the query's own hits (each clue weighs 1)
     fusion: Literal["rrf", "score"] = "rrf"
-    evidence_tokens: int = 1024  # most evidence tokens given to the generator (also capped by its window)
+    # most evidence tokens given to the generator (also capped by its window); the clue-driven modes under
+    # memorag_evidence="reference" keep their whole union instead, cut only to the window
+    evidence_tokens: int = 1024
     # order of the evidence the generator reads, in every retrieval mode (rag, dos, hyde, rqrag, memorag,
     # mixpr, longrag): "document", "best-first", or "own" (rag best first, the others document order)
     evidence_order: Literal["own", "document", "best-first"] = "own"
@@ -124,6 +130,7 @@ class PipelineConfig:
     hyde: HyDESettings = field(default_factory=HyDESettings)
     rqrag: RQRAGSettings = field(default_factory=RQRAGSettings)
     dos: DOSSettings = field(default_factory=DOSSettings)
+    lite: GistSettings = field(default_factory=GistSettings)  # the memorag-lite mode's gists (memorag/lite/)
 
     # the flat names these had before they moved into their modes' sections: still read, with a warning
     # (memorag.config); `--set longrag_units=2` is `--set longrag.units=2`
@@ -187,6 +194,7 @@ class MemorizeReport:
     problems: list[str] = field(default_factory=list)  # files that could not be read: one line each, file and fix
     num_chunks: int = 0  # chunks added
     memory_tokens: int = 0  # tokens the memory holds after this call (0: no memory built)
+    num_gists: int = 0  # gists the gist memory holds after this call (0: none written; the memorag-lite mode's)
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:

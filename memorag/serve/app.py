@@ -42,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from memorag.answer_check import EchoGate
 from memorag.pipeline import SaveFormatError, available_modes
 from memorag.serve.bodies import (
     Upload,
@@ -205,13 +206,20 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
 
     async def stream_answer(request: Request, name: str, query: str, task: str | None, mode: str | None) -> Response:
         def work(emit: Callable[..., None]) -> None:
+            gate = EchoGate(query)  # tokens that only echo the question are held back, never sent as the answer
+
             def on_text(piece: str) -> None:
                 worker.check()  # a safe point: the client left, the time limit, the server stopping
-                emit("token", {"text": piece})
+                shown = gate.push(piece)
+                if shown:
+                    emit("token", {"text": shown})
 
             result = store.ask(name, query, task, mode, on_text=on_text,
                                on_clues=lambda clues: emit("clues", clues),
                                on_evidence=lambda evidence: emit("evidence", [item.to_dict() for item in evidence]))
+            rest = gate.finish(result.answer)
+            if rest:
+                emit("token", {"text": rest})
             emit("answer", result.to_dict())
 
         return await stream_events(request, name, work)

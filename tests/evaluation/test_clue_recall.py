@@ -53,7 +53,11 @@ def test_clues_and_recalls_per_example(checkpoint, tmp_path, data_files):
         assert record["recall"]["query"] == 1.0
         if not record["clues"]:
             assert record["recall"]["clues"] == 0.0 and record["hits"]["clues"] == []
+        # the cost beside each recall: the tokens of the ranked chunks it counted
+        assert set(record["evidence_tokens"]) == set(VARIANTS)
+        assert record["evidence_tokens"]["query"] > 0 and (record["hits"]["clues"] or not record["evidence_tokens"]["clues"])
     assert summary["recall@2 query"] == 100.0
+    assert summary["evidence_tokens@2 query"] == sum(r["evidence_tokens"]["query"] for r in records) / 2
     assert json.loads(out.with_suffix(".summary.json").read_text())["recall@2 query"] == 100.0
 
     # a shared corpus folder: memorized once, gold documents by id

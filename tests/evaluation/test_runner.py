@@ -54,6 +54,16 @@ def test_tiny_run_writes_records_cells_report_and_plots(tmp_path, data_files):
     # shared corpus: one context for both questions; document recall is reported
     assert by_cell["rag", "corpus"]["num_contexts"] == 1 and by_cell["rag", "corpus"]["doc_recall@all"] is not None
 
+    # evidence tokens beside every recall and score: each record's is its evidence's, each cell's their mean
+    for record in records:
+        assert record["evidence_tokens"] >= 0 and (record["evidence_tokens"] > 0) == bool(record["evidence"])
+        assert isinstance(record["answered"], bool)
+    rag_needles = [r for r in records if (r["mode"], r["task"]) == ("rag", "needles")]
+    assert all(r["evidence_tokens"] > 0 for r in rag_needles)
+    assert by_cell["rag", "needles"]["evidence_tokens"] == round(sum(r["evidence_tokens"] for r in rag_needles) / 2, 1)
+    assert by_cell["memorag:qa", "needles"]["evidence_tokens"] == 0
+    assert by_cell["rag", "needles"]["answered"] == 100.0
+
     # tokens given to the generator: exactly its own count of every prompt it received
     counted = sum(models.generator.count_tokens(prompt, system) for prompt, system in models.generator.calls)
     assert sum(sum(r["generator_prompt_tokens"]) for r in records) == counted > 0
@@ -61,6 +71,8 @@ def test_tiny_run_writes_records_cells_report_and_plots(tmp_path, data_files):
     text = report.read_text()
     assert "## Quality" in text and "## Cost" in text and "| needles * | as given | memorag:qa |" in text
     assert "n/a" in text and "![recall_vs_length](plots/recall_vs_length.png)" in text
+    header = next(line for line in text.splitlines() if line.startswith("| task | length | mode | n |"))
+    assert "| score | answered % | recall@all |" in header and "| evidence tokens | generator tokens |" in header
 
 
 def test_rerun_skips_finished_cells_and_resumes_a_killed_run(tmp_path, data_files):

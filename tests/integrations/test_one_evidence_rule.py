@@ -23,7 +23,7 @@ def new_rag(memorag_evidence: str):
                     evidence_tokens=1000, evidence_order="best-first", memorag_evidence=memorag_evidence)
 
 
-@pytest.fixture(params=["union", "fusion"])
+@pytest.fixture(params=["reference", "union", "fusion"])
 def rag(request):
     rag = new_rag(request.param)
     rag.memorize(DOCUMENTS)
@@ -52,7 +52,7 @@ def test_same_clues_same_chunks_through_every_path(rag):
     recall_ids = [chunk_at[doc_id, start, end] for doc_id, start, end, _ in record["hits"]["query+clues"]]
 
     assert search_ids == langchain_ids == llama_ids == recall_ids
-    if rag.config.memorag_evidence == "union":  # distinct scores: best first is the ranking's order
+    if rag.config.memorag_evidence in ("reference", "union"):  # distinct scores: best first is the ranking's order
         assert mode_ids == search_ids
     else:  # fused scores may tie, and best first orders ties by document
         assert sorted(mode_ids) == sorted(search_ids) and len(mode_ids) == len(search_ids)

@@ -16,9 +16,9 @@ def counting(monkeypatch) -> list[int]:
     sizes: list[int] = []
     render = EvidenceStep.prompt
 
-    def prompt(self, query, task, language, evidence):
+    def prompt(self, query, task, language, evidence, draft=""):
         sizes.append(len(evidence))
-        return render(self, query, task, language, evidence)
+        return render(self, query, task, language, evidence, draft)
 
     monkeypatch.setattr(EvidenceStep, "prompt", prompt)
     return sizes

@@ -1,5 +1,6 @@
-"""The memorag mode's evidence as the reference builds it: each clue and the query retrieve their
-top k, the hits are unioned (round-robin by rank when the budget is short), in document order.
+"""The memorag mode's evidence under the bounded round-robin (`memorag_evidence="union"`): each clue
+and the query retrieve their top k, the hits are unioned, taken round-robin by rank and cut to the
+budget, in document order. (The default, reference rule: tests/modes/test_reference_evidence.py.)
 
 A FAKE memory model (it reads nothing and always writes the same clues) points its clues at
 chosen chunks, so the test can say which chunks the evidence must hold.
@@ -54,6 +55,7 @@ GENERATOR = FakeEchoGenerator()
 
 def ask(**settings):
     # one chunk per document (16-token chunks, 12-word texts); room for three chunks
+    settings = {"memorag_evidence": "union", **settings}
     rag = make_rag(FakeClueMemoryModel(CLUES), generator=GENERATOR, clue_kinds=["spans"],
                    evidence_tokens=36, **settings)
     rag.memorize(DOCUMENTS)

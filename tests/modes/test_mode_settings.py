@@ -109,7 +109,7 @@ def test_a_mode_is_registered_in_one_place():
 
     defined = {cls.name for module in mode_modules() for cls in vars(__import__(module, fromlist=["_"])).values()
                if inspect.isclass(cls) and issubclass(cls, Mode) and cls.__module__ == module and hasattr(cls, "name")}
-    assert defined == {"memorag", "memorag-full", "rag", "longrag", "mixpr", "cic", "full", "hyde", "rqrag", "dos"}
+    assert defined == {"memorag", "memorag-full", "memorag-lite", "rag", "longrag", "mixpr", "cic", "full", "hyde", "rqrag", "dos"}
     listed = subprocess.run([sys.executable, "-c", "from memorag.modes import available_modes; "
                              "print(' '.join(available_modes()))"], capture_output=True, text=True, check=True)
     assert set(listed.stdout.split()) == defined == set(available_modes())

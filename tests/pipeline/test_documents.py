@@ -28,7 +28,9 @@ def test_a_folder_is_memorized_the_bad_file_reported_and_evidence_cites_pages(tm
     assert len(report.problems) == 1 and "scan.pdf" in report.problems[0] and "ocrmypdf" in report.problems[0]
     answer = rag.ask(topic(2, 6))
     pdf_evidence = [item for item in answer.evidence if item.doc_id == "book.pdf"]
-    assert pdf_evidence and {item.page for item in pdf_evidence} == {3}
+    best = next(item for item in answer.evidence if any(f.query_index == 0 and f.rank == 1 for f in item.found_by))
+    assert best.doc_id == "book.pdf" and best.page == best.last_page == 3  # the query's best hit: page 3's text
+    assert pdf_evidence and all(item.page is not None for item in pdf_evidence)
     assert "book.pdf, p. 3" in answer.sources
     assert answer.to_dict()["evidence"][0]["citation"] == answer.evidence[0].citation
     sections = {tuple(chunk.section) for chunk in rag.chunks if chunk.doc_id == "guide.md"}
