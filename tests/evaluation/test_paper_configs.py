@@ -38,7 +38,7 @@ def test_the_released_configs_hold_the_papers_settings(name):
     pipeline = config.pipeline
     assert pipeline.memory_model == f"TommyChien/memorag-{name}-7b-inst" and pipeline.memory_weights == "auto"
     assert (pipeline.embedder, pipeline.retriever, pipeline.chunk_tokens) == ("BAAI/bge-m3", "dense", 512)
-    assert (pipeline.memorag_evidence, pipeline.memorag_hits, pipeline.hits_per_query) == ("union", 3, 3)
+    assert (pipeline.memorag_evidence, pipeline.memorag_hits, pipeline.hits_per_query) == ("reference", 3, 3)
     assert pipeline.clue_kinds == ["spans", "questions", "draft"]
     assert pipeline.generator == "mistralai/Mistral-7B-Instruct-v0.2" and config.answer_prompts == "benchmark"
     assert [task.name for task in config.tasks] == PAPER_TASKS
