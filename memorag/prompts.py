@@ -143,7 +143,7 @@ PASSAGE = {
 
 # The memory's draft answer, offered after the passages under the reference evidence rule
 # (memorag/modes/evidence_plan.py). Field: draft. The wording is the official MemoRAG pipeline's
-# (`_handle_rag` in its memorag/memorag.py appends f"The answer might be {potential_answer}."),
+# (`_handle_rag` in the qhjqhj00/MemoRAG repository appends f"The answer might be {potential_answer}."),
 # which it uses in every language.
 DRAFT_OFFER = {
     "en": "The answer might be {draft}.",

@@ -14,7 +14,7 @@ evidence through every path:
 The rule (`memorag_evidence`, a `PipelineConfig` setting):
 
 - ``"reference"`` (the default; the official MemoRAG pipeline's `MemoRAG._retrieve` and
-  `_handle_rag` in its memorag/memorag.py): the query and every clue retrieve their own
+  `_handle_rag` in the qhjqhj00/MemoRAG repository): the query and every clue retrieve their own
   `memorag_hits` chunks (its `ret_hit`, 3); the lists are unioned and deduplicated, and every
   chunk of the union is kept, with no evidence budget, and read in the order of the text. The
   memory's draft answer (clue kind ``draft``) retrieves like every clue and is also given to the
