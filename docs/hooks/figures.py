@@ -16,9 +16,9 @@ import io
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "memorag" / "weights" / "memory-smollm2-135m-instruct"
