@@ -60,11 +60,7 @@ def _cases() -> dict:
             (folder / f"note{n:05d}.txt").write_text(f"note {n}\n")
 
     def big_html(folder):
-        with open(folder / "long.html", "wb") as out:
-            out.write(b"<!DOCTYPE html><html><body><p>")
-            for _ in range(190):
-                out.write(b"word " * 200_000)
-            out.write(b"</p></body></html>")
+        hostile.write_one_line_html(folder / "long.html")
 
     def sparse(folder):
         with open(folder / "big.txt", "wb") as out:

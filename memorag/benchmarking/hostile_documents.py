@@ -6,6 +6,7 @@ gigabytes of inflated content cost milliseconds and a few kB here.
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -212,3 +213,12 @@ def formatting_bomb_html(elements: int = 20_000, paragraphs: int = 2_000) -> byt
 
 def nested_html(depth: int = 200_000) -> bytes:
     return b"<!DOCTYPE html><html><body>" + b"<div>" * depth + b"deep" + b"</div>" * depth + b"</body></html>"
+
+
+def write_one_line_html(path: str | os.PathLike[str], megabytes: int = 190) -> None:
+    """An HTML page of `megabytes` MB of words in one paragraph on one line, written in 1 MB pieces."""
+    with open(path, "wb") as out:
+        out.write(b"<!DOCTYPE html><html><body><p>")
+        for _ in range(megabytes):
+            out.write(b"word " * 200_000)
+        out.write(b"</p></body></html>")

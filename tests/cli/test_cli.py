@@ -25,15 +25,6 @@ def run_cli(*args: str, env: dict | None = None, timeout: int = 300) -> subproce
                           env=environment, timeout=timeout, cwd=ROOT)
 
 
-@pytest.fixture
-def short_text(tmp_path) -> Path:
-    """The first chapter of Ruth (about 800 tokens)."""
-    text = EXAMPLE.read_text(encoding="utf-8")
-    path = tmp_path / "ruth1.txt"
-    path.write_text(text[: text.index("Chapter 2")], encoding="utf-8")
-    return path
-
-
 @pytest.mark.slow
 def test_help_everywhere():
     top = run_cli("--help")

@@ -4,30 +4,20 @@ the gists are written, saved with the corpus, and the answer comes with its evid
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import EXAMPLE, SHORT, run_cli
+from tests.cli.test_cli import SHORT, run_cli
 
 # Small gists of small windows, so that the embedded model writes them in seconds.
 LITE = ["--set", "lite.window_tokens=256", "--set", "lite.max_new_tokens=24", "--set", "lite.min_gist_tokens=8"]
 
 
-@pytest.fixture
-def ruth_one(tmp_path) -> Path:
-    """The first chapter of Ruth (about 800 tokens)."""
-    text = EXAMPLE.read_text(encoding="utf-8")
-    path = tmp_path / "ruth1.txt"
-    path.write_text(text[: text.index("Chapter 2")], encoding="utf-8")
-    return path
-
-
 @pytest.mark.slow
-def test_memorize_and_ask_in_the_lite_mode(ruth_one, tmp_path):
+def test_memorize_and_ask_in_the_lite_mode(short_text, tmp_path):
     save = tmp_path / "ruth.mrag"
     env = {"MEMORAG_CACHE_DIR": str(tmp_path / "cache")}
-    made = run_cli("memorize", str(ruth_one), "--out", str(save), "--set", "mode=memorag-lite", *LITE, "--json",
+    made = run_cli("memorize", str(short_text), "--out", str(save), "--set", "mode=memorag-lite", *LITE, "--json",
                    env=env, timeout=900)
     assert made.returncode == 0, made.stderr
     summary = json.loads(made.stdout)

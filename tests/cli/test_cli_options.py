@@ -6,7 +6,7 @@ import pytest
 
 from memorag.cli import _overrides, answer_header, build_parser, main
 from memorag.pipeline import get_mode
-from tests.cli.test_cli import run_cli, short_text  # noqa: F401 - fixture
+from tests.cli.test_cli import run_cli
 
 
 @pytest.mark.parametrize("command", ["memorize", "ask", "clues"])

@@ -178,11 +178,7 @@ def test_a_pdf_stream_of_gigabytes_drawn_by_four_pages_is_refused_at_the_default
 
 @pytest.mark.slow
 def test_a_190_mb_one_line_html_page_is_read_or_refused_within_the_limits(tmp_path):
-    with open(tmp_path / "long.html", "wb") as out:
-        out.write(b"<!DOCTYPE html><html><body><p>")
-        for _ in range(190):
-            out.write(b"word " * 200_000)
-        out.write(b"</p></body></html>")
+    hostile.write_one_line_html(tmp_path / "long.html")
     (tmp_path / "good.md").write_text(GOOD)
     reading = read_folder(tmp_path, memory_mb=2048, seconds=120)
     assert "good.md" in reading.documents and reading.peak_mb < 2048 and reading.seconds < 150, reading
