@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -153,3 +154,23 @@ def server(tmp_path) -> Iterator[tuple[str, CorpusStore]]:
 
 
 __all__ = ["JSON", "FakeSlowGenerator", "fake_store", "raw_request", "read_events", "serving", "topic"]
+
+
+def wait_until(condition, seconds: float = 20, step: float = 0.02) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
+def wait_up(url: str, process: subprocess.Popen) -> None:
+    def up() -> bool:
+        assert process.poll() is None, process.stdout.read()
+        try:
+            return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    assert wait_until(up, 300, 0.2), "the server did not start"  # imports alone can take a minute on a loaded host

@@ -22,18 +22,18 @@ from memorag.pipeline import read_manifest
 from memorag.retrieval.chunking import Document
 from memorag.serve.limits import ServeLimits
 from memorag.serve.worker import JobCancelled, ModelWorker
-from tests.serve.conftest import FakeSlowGenerator, fake_store, free_port, read_events, serving, topic
+from tests.serve.conftest import (
+    FakeSlowGenerator,
+    fake_store,
+    free_port,
+    read_events,
+    serving,
+    topic,
+    wait_until,
+    wait_up,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_until(condition, seconds: float = 20, step: float = 0.02) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(step)
-    return True
 
 
 def send_and_leave(url: str, path: str, body: bytes, after: float = 0.3) -> None:
@@ -189,14 +189,7 @@ def test_sigterm_stops_a_busy_server_within_seconds(tmp_path):
                                "--port", str(port), "--pieces", "5000", "--delay", "0.02"],  # 100 s per answer
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        def up() -> bool:
-            assert server.poll() is None, server.stdout.read()
-            try:
-                return httpx.get(f"{url}/health", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        assert wait_until(up, 300, 0.2), "the fake server did not start"  # imports alone can take a minute on a loaded host
+        wait_up(url, server)
         assert httpx.post(f"{url}/corpora/books/memorize", json={"text": topic(0, 60)}, timeout=60).status_code == 200
         with httpx.stream("POST", f"{url}/corpora/books/ask", json={"query": topic(0, 4), "mode": "rag"},
                           timeout=30) as response:

@@ -16,8 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.serve.conftest import free_port, topic
-from tests.serve.test_jobs import wait_until
+from tests.serve.conftest import free_port, topic, wait_up
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,17 +35,6 @@ def replica(store: Path) -> Iterator[tuple[str, subprocess.Popen]]:
         if process.poll() is None:
             process.kill()
         process.wait()
-
-
-def wait_up(url: str, process: subprocess.Popen) -> None:
-    def up() -> bool:
-        assert process.poll() is None, process.stdout.read()
-        try:
-            return httpx.get(f"{url}/health", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    assert wait_until(up, 300, 0.2), "the replica did not start"  # imports alone can take a minute on a loaded host
 
 
 def documents(url: str, name: str) -> list[str]:
