@@ -8,7 +8,8 @@ evidence they read; the generator's whole prompt (instructions, question, offere
 generator-token count below.
 
 Tokens: :class:`MeteredGenerator` wraps the generator every mode shares and, for
-each call, records ``count_tokens(prompt, system)`` of exactly what it was given:
+each call, records ``count_tokens(prompt, system)`` of exactly what it was given (for a
+prompt measured beforehand, ``generate_measured``, the count that measure gave):
 the generator's own count (exact for local models: chat template included;
 an estimate for HTTP endpoints, as their ``count_tokens`` says). Whatever a mode
 does, the count is what reached the generator; a prompt whose prefix the generator
@@ -38,7 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from memorag.generation import Generator
+from memorag.generation import Generator, PromptTokens
 from memorag.results import Evidence
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -82,8 +83,19 @@ class MeteredGenerator(Generator):
         return self.inner.generate_with_prefix(prefix, rest, system=system, max_new_tokens=max_new_tokens,
                                                on_text=on_text)
 
+    def generate_measured(self, measured: PromptTokens, *, max_new_tokens: int = 256,
+                          on_text: Callable[[str], None] | None = None) -> str:
+        self.prompt_tokens.append(measured.count)
+        return self.inner.generate_measured(measured, max_new_tokens=max_new_tokens, on_text=on_text)
+
     def count_tokens(self, prompt: str, system: str | None = None) -> int:
         return self.inner.count_tokens(prompt, system)
+
+    def measure(self, prompt: str, system: str | None = None) -> PromptTokens:
+        return self.inner.measure(prompt, system)
+
+    def tokens_within(self, measured: PromptTokens, start: int, end: int) -> int:
+        return self.inner.tokens_within(measured, start, end)
 
     def check(self) -> None:
         self.inner.check()

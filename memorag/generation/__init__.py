@@ -8,7 +8,7 @@
 `load_generator` picks one from a command-line style spec.
 """
 
-from .base import Generator, GeneratorError
+from .base import Generator, GeneratorError, PromptTokens
 from .loader import is_endpoint, load_generator
 from .local import LocalGenerator
 from .openai import OpenAIGenerator
@@ -19,6 +19,7 @@ __all__ = [
     "GeneratorError",
     "LocalGenerator",
     "OpenAIGenerator",
+    "PromptTokens",
     "TextStream",
     "is_endpoint",
     "load_generator",

@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+import bisect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 
 
 class GeneratorError(RuntimeError):
     """A generator that cannot be reached, refuses the request, or breaks off."""
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    """A prompt (with its system prompt) measured once, as the generator will read it.
+
+    `count` is the tokens the model reads (exact for a local model, chat template included;
+    an estimate for an endpoint). `ids` are those tokens for a local model, handed back to
+    `Generator.generate_measured` so that what was measured is what runs (None for an
+    endpoint: it is sent `prompt` itself). `token_starts` and `token_ends` are the character
+    span of each token of the prompt in `prompt`, sorted (None when the tokenizer gives no
+    offsets); the tokens of a chat template around the prompt fall outside it.
+    """
+
+    prompt: str
+    system: str | None
+    count: int
+    ids: tuple[int, ...] | None = None
+    token_starts: tuple[int, ...] | None = None
+    token_ends: tuple[int, ...] | None = None
+
+    def tokens_within(self, start: int, end: int) -> int | None:
+        """Tokens that overlap characters `start`..`end`-1 of `prompt`; None without offsets."""
+        if self.token_starts is None or self.token_ends is None:
+            return None
+        if end <= start:
+            return 0
+        first = bisect.bisect_right(self.token_ends, start)  # the first token ending after `start`
+        stop = bisect.bisect_left(self.token_starts, end)  # past the last token starting before `end`
+        return max(0, stop - first)
 
 
 class Generator(ABC):
@@ -52,6 +84,30 @@ class Generator(ABC):
     @abstractmethod
     def count_tokens(self, prompt: str, system: str | None = None) -> int:
         """Tokens the model reads for this prompt (exact for local models, estimated otherwise)."""
+
+    def measure(self, prompt: str, system: str | None = None) -> PromptTokens:
+        """`prompt` and `system` as the model will read them: counted (`count_tokens`); a local
+        model adds the token ids and their offsets."""
+        return PromptTokens(prompt, system, self.count_tokens(prompt, system))
+
+    def tokens_within(self, measured: PromptTokens, start: int, end: int) -> int:
+        """Tokens of characters `start`..`end`-1 of a measured prompt: from its token offsets, or,
+        without them, the count of that piece of text alone (an estimate)."""
+        counted = measured.tokens_within(start, end)
+        if counted is not None:
+            return counted
+        return max(0, self.count_tokens(measured.prompt[start:end]) - self.count_tokens(""))
+
+    def generate_measured(
+        self,
+        measured: PromptTokens,
+        *,
+        max_new_tokens: int = 256,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        """The reply to a prompt `measure` gave: a local model reads its token ids; here (an
+        endpoint) its text is sent, the same text that was measured."""
+        return self.generate(measured.prompt, system=measured.system, max_new_tokens=max_new_tokens, on_text=on_text)
 
     def check(self) -> None:  # noqa: B027 - optional hook; local generators have nothing to check
         """Raise `GeneratorError` now if the generator cannot work (e.g. an unreachable endpoint)."""

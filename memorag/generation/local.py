@@ -11,7 +11,7 @@ import torch
 from memorag.cache_argument import cache_kwargs
 from memorag.stop_tokens import stop_token_ids
 
-from .base import Generator, GeneratorError
+from .base import Generator, GeneratorError, PromptTokens
 from .prefix_cache import PrefixCache, common_prefix_length
 from .streaming import TextStream
 
@@ -99,20 +99,41 @@ class LocalGenerator(Generator):
         name = EMBEDDED_LM if is_embedded_lm(name_or_path) else os.fspath(name_or_path)
         return cls(model, tokenizer, name=name, **kwargs)
 
-    def _input_ids(self, prompt: str, system: str | None) -> torch.Tensor:
+    def _chat_text(self, prompt: str, system: str | None) -> tuple[str, int | None, bool]:
+        """The text the model reads for `prompt` (through the chat template when the tokenizer has
+        one, else system text first), where `prompt` starts in it (None when the template changed
+        it), and whether the tokenizer adds its special tokens (a chat template writes its own)."""
         if getattr(self.tokenizer, "chat_template", None):
             messages = [{"role": "user", "content": prompt}]
             if system:
                 messages.insert(0, {"role": "system", "content": system})
-            encoded = self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, return_dict=True, return_tensors="pt"
-            )
-            return encoded["input_ids"]
-        text = f"{system}\n\n{prompt}\n" if system else f"{prompt}\n"
-        return self.tokenizer(text, return_tensors="pt")["input_ids"]
+            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            after_system = text.find(system) + len(system) if system and system in text else 0
+            start = text.find(prompt, after_system)
+            return text, (start if start >= 0 else None), False
+        if system:
+            return f"{system}\n\n{prompt}\n", len(system) + 2, True
+        return f"{prompt}\n", 0, True
+
+    def measure(self, prompt: str, system: str | None = None) -> PromptTokens:
+        """`prompt` tokenized once as the model reads it: its ids, and each token's characters in
+        `prompt` (from the tokenizer's offsets; a slow tokenizer gives none)."""
+        text, start, special = self._chat_text(prompt, system)
+        offsets = bool(getattr(self.tokenizer, "is_fast", False)) and start is not None
+        encoded = self.tokenizer(text, add_special_tokens=special, return_offsets_mapping=offsets)
+        ids = tuple(int(token) for token in encoded["input_ids"])
+        if not offsets:
+            return PromptTokens(prompt, system, len(ids), ids)
+        assert start is not None
+        spans = sorted((first - start, last - start) for first, last in encoded["offset_mapping"] if last > first)
+        return PromptTokens(prompt, system, len(ids), ids, tuple(first for first, _ in spans),
+                            tuple(last for _, last in spans))
+
+    def _input_ids(self, prompt: str, system: str | None) -> torch.Tensor:
+        return torch.tensor([self.measure(prompt, system).ids], dtype=torch.long)  # [1, T]
 
     def count_tokens(self, prompt: str, system: str | None = None) -> int:
-        return int(self._input_ids(prompt, system).shape[1])
+        return self.measure(prompt, system).count
 
     def _stop_ids(self) -> list[int]:
         return stop_token_ids(self.tokenizer, self.model)
@@ -127,6 +148,19 @@ class LocalGenerator(Generator):
         on_text: Callable[[str], None] | None = None,
     ) -> str:
         return self._generate(self._input_ids(prompt, system), max_new_tokens, on_text)
+
+    @torch.no_grad()
+    def generate_measured(
+        self,
+        measured: PromptTokens,
+        *,
+        max_new_tokens: int = 256,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        """The reply to a prompt `measure` gave, from its token ids (no second tokenization)."""
+        if measured.ids is None:
+            raise GeneratorError("a local generator answers a prompt measured by itself (with its token ids)")
+        return self._generate(torch.tensor([measured.ids], dtype=torch.long), max_new_tokens, on_text)
 
     @torch.no_grad()
     def generate_with_prefix(

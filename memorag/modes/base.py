@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from memorag.errors import UnknownModeError
 from memorag.modes.context import ModeContext
+from memorag.modes.evidence import clue_hits_first
 from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.results import Answer, AskHooks, timed
 
@@ -88,22 +89,25 @@ class Mode(ABC):
     ) -> Answer:
         """The read step the retrieval modes share: `plan` is executed (every query retrieves, the
         lists are fused or unioned; `memorag.modes.evidence_plan`), fitted to the budget
-        (`max_tokens`) or, for a plan read whole (`plan.budgeted` False, the reference rule), to
-        the generator's window with the clues' hits cut first, and the generator answers from the
-        evidence, given in `evidence_order()`, with `draft` offered after it ("The answer might
-        be ..."). `clues` (the queries beyond the user's) and `raw` go into the `Answer` as they are."""
+        (`max_tokens`) and then to the generator's window, the weakest cut first, or, for a plan
+        read whole (`plan.budgeted` False, the reference rule), to the window with the clues' hits
+        cut first; the answer prompt over the evidence, in `evidence_order()`, with `draft` offered
+        after it ("The answer might be ..."), is rendered and measured once and sent as measured. `clues` (the queries beyond the user's) and `raw` go into the `Answer` as they are."""
         step = context.evidence
         order = self.evidence_order(task) or "document"
         warnings = list(warnings)
         with timed(timings, "retrieve"):
             if plan.budgeted:
-                evidence = step.order(step.gather(plan, task, query, language, max_tokens=max_tokens), order)
+                ranking = step.gather(plan, task, query, language, max_tokens=max_tokens)
+                prompt = step.fit_ranked(ranking, order, query, task, language, draft=draft)
             else:
-                evidence, cuts = step.gather_whole(plan, task, query, language, order, draft)
-                warnings += cuts
+                ranking = step.gather_whole(plan, task, query, language)
+                prompt = step.fit_ranked(ranking, order, query, task, language, cut_order=clue_hits_first, draft=draft)
+                warnings += step.cut_warnings(ranking, prompt.evidence)
+        evidence = prompt.evidence
         hooks.evidence(evidence)
         with timed(timings, "generate"):
-            text = step.generate(query, evidence, task, language, hooks.on_text, draft)
+            text = step.generate(prompt, hooks.on_text)
         return Answer(query, task, self.name, text, list(clues), evidence, timings, context.generator.name,
                       dict(raw or {}), warnings=warnings, offered_draft=draft)
 

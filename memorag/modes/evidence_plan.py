@@ -23,7 +23,7 @@ The rule (`memorag_evidence`, a `PipelineConfig` setting):
   union is longer than the generator's window, it is cut, not refused: the chunks that clues
   alone found go first, from the end of the round-robin ranking (every clue's third hit before
   any second, the last clue's first); only if the query's own hits still do not fit are they cut,
-  its lowest first. Each cut is named in the answer's warnings (`EvidenceStep.gather_whole`).
+  its lowest first. Each cut is named in the answer's warnings (`EvidenceStep.cut_warnings`).
 - ``"union"`` (the bounded round-robin, for comparing modes at equal evidence): the same lists,
   unioned, deduplicated and taken round-robin by rank (every list's first hit before any second
   hit), then cut to `evidence_tokens` like every other mode's evidence, so a chunk that one clue
@@ -50,7 +50,7 @@ class RetrievalPlan:
     `hits_per_query` setting); the lists are unioned round-robin by rank (`union`) or fused,
     query i weighing `weights[i]`. `budgeted`: the ranking is cut to the evidence budget; False
     (the reference rule) keeps every hit and cuts only to the generator's window, the query's
-    own hits last (`EvidenceStep.gather_whole`)."""
+    own hits last (`EvidenceStep.fit_ranked` with `clue_hits_first`)."""
 
     queries: tuple[str, ...]
     weights: tuple[float, ...]

@@ -22,6 +22,7 @@ import numpy as np
 from memorag.errors import PipelineError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
+from memorag.modes.evidence import AnswerPrompt
 from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
 from memorag.retrieval.chunking import token_spans
 
@@ -51,7 +52,8 @@ class FullMode(Mode):
         timings: dict[str, float] = {}
         warnings: list[str] = []
         with timed(timings, "truncate"):
-            evidence = self.fit(context, query, task, language)
+            prompt = self.fit(context, query, task, language)
+        evidence = prompt.evidence
         total = sum(len(spans) for spans in self.token_spans())
         kept = sum(item.num_tokens for item in evidence)
         if kept < total:
@@ -60,7 +62,7 @@ class FullMode(Mode):
                             f"{total - kept} in the middle dropped")
         hooks.evidence(evidence)
         with timed(timings, "generate"):
-            text = context.evidence.generate(query, evidence, task, language, hooks.on_text)
+            text = context.evidence.generate(prompt, hooks.on_text)
         return Answer(query, task, self.name, text, [], evidence, timings, context.generator.name, warnings=warnings)
 
     def token_spans(self) -> list[np.ndarray]:
@@ -70,10 +72,11 @@ class FullMode(Mode):
             raise PipelineError("the full mode is not prepared yet; ask a question first")
         return self._token_spans
 
-    def fit(self, context: ModeContext, query: str, task: str, language: str) -> list[Evidence]:
-        """The corpus cut to what the generator's window leaves (see the module docstring)."""
+    def fit(self, context: ModeContext, query: str, task: str, language: str) -> AnswerPrompt:
+        """The answer prompt over the corpus cut to what the generator's window leaves (see the
+        module docstring), each try rendered and measured once."""
         step = context.evidence
-        budget = step.room_left(query, [], task, language)
+        budget = step.room_without_evidence(query, task, language)
         if budget is None:
             raise PipelineError(f"the full mode cuts the corpus to the generator's window, and the window of "
                                 f"{context.generator.name} is unknown; set generator_window")
@@ -81,11 +84,11 @@ class FullMode(Mode):
             if budget < 2:
                 raise PipelineError("the generator's window leaves no room for the corpus after the prompt and the "
                                     "answer; shorten the query or lower answer_max_new_tokens")
-            evidence = self.head_and_tail(budget)
-            left = step.room_left(query, evidence, task, language)
+            prompt = step.measure(query, task, language, self.head_and_tail(budget))
+            left = step.room_in(prompt)
             assert left is not None  # the window is known (checked above)
             if left >= 0:
-                return evidence
+                return prompt
             budget = min(budget - 1, budget + left)
 
     def head_and_tail(self, budget: int) -> list[Evidence]:

@@ -103,9 +103,10 @@ class MixPRMode(Mode):
                          scores[chunk.id], [0], chunk.text, chunk.page, chunk.last_page, list(chunk.section))
                 for chunk in kept
             ]
-            evidence = step.order(step.fit_window(evidence, query, task, language), self.evidence_order(task) or "document")
-        hooks.evidence(evidence)
+            prompt = step.fit_ranked(evidence, self.evidence_order(task) or "document", query, task, language)
+        hooks.evidence(prompt.evidence)
         with timed(timings, "generate"):
-            text = step.generate(query, evidence, task, language, hooks.on_text)
+            text = step.generate(prompt, hooks.on_text)
         extras = {"route": route} if reply is None else {"route": route, "router_reply": reply}
-        return Answer(query, task, self.name, text, [], evidence, timings, context.generator.name, extras=extras)
+        return Answer(query, task, self.name, text, [], prompt.evidence, timings, context.generator.name,
+                      extras=extras)
