@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 from memorag.io import interrupted_swaps, recover_swap, temporary_pattern
 
@@ -110,40 +111,9 @@ def save_lock(
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held across the yield
     try:
-        started = time.monotonic()
-        told = None
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as error:
-                if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise
-            waited = time.monotonic() - started
-            holder = _describe_holder(handle)
-            if waited >= wait:
-                raise SaveLockedError(
-                    f"{directory} is being written by {holder}; gave up after waiting {waited:.0f} s. Run the "
-                    f"command again when that writer is done (it holds {path}), or wait longer (--wait SECONDS)",
-                    holder,
-                ) from None
-            if told is None or time.monotonic() - told >= NOTICE_SECONDS:
-                notify(f"waiting for {holder} to finish writing {directory} (at most {wait:.0f} s)...")
-                told = time.monotonic()
-            time.sleep(POLL_SECONDS)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
-                                 "command": " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3])[:120]}))
-        handle.flush()
-        restored = recover_swap(directory)
-        if restored is not None:
-            notify(f"restored {directory} from {restored.parent.name}, left by a writer that was killed while "
-                   "putting its save in place")
-        for stale in stale_temporaries(directory):
-            size = _folder_bytes(stale)
-            shutil.rmtree(stale, ignore_errors=True)
-            notify(f"removed {stale.name} ({size / 1e6:.1f} MB), left by a writer of {directory} that did not finish")
+        _wait_for_lock(handle, directory, path, wait, notify)
+        _claim(handle)
+        _clean_after_dead_writers(directory, notify)
         _held[key] = 1
         try:
             yield path
@@ -154,6 +124,55 @@ def save_lock(
             handle.flush()
     finally:
         handle.close()  # closing drops the lock
+
+
+def _wait_for_lock(handle: IO[str], directory: str | os.PathLike[str], path: Path, wait: float,
+                   notify: Callable[[str], None]) -> None:
+    """Take the lock on `handle`'s file, waiting at most `wait` seconds (telling `notify` whom it
+    waits for, every `NOTICE_SECONDS`); raises `SaveLockedError` naming the holder."""
+    started = time.monotonic()
+    told = None
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+        waited = time.monotonic() - started
+        holder = _describe_holder(handle)
+        if waited >= wait:
+            raise SaveLockedError(
+                f"{directory} is being written by {holder}; gave up after waiting {waited:.0f} s. Run the "
+                f"command again when that writer is done (it holds {path}), or wait longer (--wait SECONDS)",
+                holder,
+            ) from None
+        if told is None or time.monotonic() - told >= NOTICE_SECONDS:
+            notify(f"waiting for {holder} to finish writing {directory} (at most {wait:.0f} s)...")
+            told = time.monotonic()
+        time.sleep(POLL_SECONDS)
+
+
+def _claim(handle: IO[str]) -> None:
+    """Write who holds the lock (process, host, since, command) into the lock file."""
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+                             "command": " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3])[:120]}))
+    handle.flush()
+
+
+def _clean_after_dead_writers(directory: str | os.PathLike[str], notify: Callable[[str], None]) -> None:
+    """Put back a save a killed writer left half swapped, and remove the temporary folders of
+    writers that died while writing."""
+    restored = recover_swap(directory)
+    if restored is not None:
+        notify(f"restored {directory} from {restored.parent.name}, left by a writer that was killed while "
+               "putting its save in place")
+    for stale in stale_temporaries(directory):
+        size = _folder_bytes(stale)
+        shutil.rmtree(stale, ignore_errors=True)
+        notify(f"removed {stale.name} ({size / 1e6:.1f} MB), left by a writer of {directory} that did not finish")
 
 
 def recover_save(directory: str | os.PathLike[str], wait: float = 60.0,

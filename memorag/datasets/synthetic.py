@@ -327,6 +327,36 @@ class _Draft:
 # ---------------------------------------------------------------------------
 
 
+def _needles(rng: random.Random, keys: list[str], query_keys: list[str], value_type: str, noun: str,
+             num_values: int, depth: float | None) -> tuple[list[_Insert], list[str]]:
+    """The needles, shuffled (`num_values` for each key asked about, one for each other key, each at
+    `depth` or a random depth), and the values asked for."""
+    values_needed = len(query_keys) * num_values + (len(keys) - len(query_keys))
+    values = iter(_distinct_values(rng, value_type, values_needed, avoid=set(keys)))
+    inserts: list[_Insert] = []
+    answers: list[str] = []
+    for key in keys:
+        is_query = key in query_keys
+        for _ in range(num_values if is_query else 1):
+            value = next(values)
+            needle_depth = depth if depth is not None else rng.random()
+            evidence = {"kind": "needle", "key": key, "value": value} if is_query else None
+            inserts.append(_Insert(f"A special magic {noun} for {key} is: {value}.", needle_depth, evidence))
+            if is_query:
+                answers.append(value)
+    rng.shuffle(inserts)
+    return inserts, answers
+
+
+def _needle_question(noun: str, query_keys: list[str], num_values: int) -> str:
+    if len(query_keys) == 1 and num_values == 1:
+        return f"What is the special magic {noun} for {query_keys[0]} mentioned in the text above?"
+    if len(query_keys) == 1:
+        return f"What are all the special magic {noun}s for {query_keys[0]} mentioned in the text above?"
+    listed = ", ".join(query_keys[:-1]) + f" and {query_keys[-1]}"
+    return f"What are all the special magic {noun}s for {listed} mentioned in the text above?"
+
+
 def _niah(
     rng: random.Random,
     target: int,
@@ -351,28 +381,9 @@ def _niah(
         raise ValueError(f"key_type and value_type must be among {KEY_KINDS}")
     keys = _distinct_values(rng, key_type, max(num_keys, num_queries))
     query_keys = keys[:num_queries]
-    values_needed = num_queries * num_values + (len(keys) - num_queries)
-    values = iter(_distinct_values(rng, value_type, values_needed, avoid=set(keys)))
-    inserts: list[_Insert] = []
-    answers: list[str] = []
-    for key in keys:
-        is_query = key in query_keys
-        for _ in range(num_values if is_query else 1):
-            value = next(values)
-            needle_depth = depth if depth is not None else rng.random()
-            evidence = {"kind": "needle", "key": key, "value": value} if is_query else None
-            inserts.append(_Insert(f"A special magic {noun} for {key} is: {value}.", needle_depth, evidence))
-            if is_query:
-                answers.append(value)
-    rng.shuffle(inserts)
+    inserts, answers = _needles(rng, keys, query_keys, value_type, noun, num_values, depth)
     composed = _compose(rng, filler.units, filler.separator, inserts, target, counter, tolerance=tolerance)
-    if num_queries == 1 and num_values == 1:
-        question = f"What is the special magic {noun} for {query_keys[0]} mentioned in the text above?"
-    elif num_queries == 1:
-        question = f"What are all the special magic {noun}s for {query_keys[0]} mentioned in the text above?"
-    else:
-        listed = ", ".join(query_keys[:-1]) + f" and {query_keys[-1]}"
-        question = f"What are all the special magic {noun}s for {listed} mentioned in the text above?"
+    question = _needle_question(noun, query_keys, num_values)
     gold = _insert_evidence(inserts, composed.spans)
     distractors = _insert_evidence(inserts, composed.spans, gold=False)
     # RULER's own prompt (memorag/answer_forms.py): its query joins the keys as RULER's niah.py does
@@ -707,77 +718,105 @@ class _Story:
     supporting: list[int]
 
 
+@dataclass
+class _World:
+    """A bAbI-style world as its story unfolds: the facts so far and where everyone and everything is."""
+
+    facts: list[str] = field(default_factory=list)
+    person_location: dict[str, str] = field(default_factory=dict)
+    last_move: dict[str, int] = field(default_factory=dict)
+    holder: dict[str, str | None] = field(default_factory=lambda: dict.fromkeys(OBJECTS))
+    object_location: dict[str, str | None] = field(default_factory=lambda: dict.fromkeys(OBJECTS))
+    grab_fact: dict[str, int] = field(default_factory=dict)
+    drop_support: dict[str, list[int]] = field(default_factory=dict)
+    # per object: (place, fact, grab fact)
+    history: dict[str, list[tuple[str, int, int]]] = field(default_factory=lambda: {obj: [] for obj in OBJECTS})
+
+
 def _simulate_story(rng: random.Random, qa: int, num_facts: int) -> _Story | None:
     """One bAbI-style story and a question with one (qa1), two (qa2) or three (qa3) supporting facts."""
-    facts: list[str] = []
-    person_location: dict[str, str] = {}
-    last_move: dict[str, int] = {}
-    holder: dict[str, str | None] = dict.fromkeys(OBJECTS)
-    object_location: dict[str, str | None] = dict.fromkeys(OBJECTS)
-    grab_fact: dict[str, int] = {}
-    drop_support: dict[str, list[int]] = {}
-    history: dict[str, list[tuple[str, int, int]]] = {obj: [] for obj in OBJECTS}  # (place, fact, grab fact)
-
+    world = _World()
     for _ in range(num_facts):
-        placed = [p for p in PEOPLE if p in person_location]
-        grabbable = [
-            (p, o)
-            for p in placed
-            for o in OBJECTS
-            if holder[o] is None and object_location[o] in (None, person_location[p])
-        ]
-        droppable = [(p, o) for o in OBJECTS if (p := holder[o]) is not None]
-        roll = rng.random()
-        if qa > 1 and grabbable and roll < 0.3:
-            person, obj = rng.choice(grabbable)
-            facts.append(f"{person} {rng.choice(_GRAB_VERBS)} the {obj} there.")
-            holder[obj] = person
-            grab_fact[obj] = len(facts) - 1
-            if object_location[obj] is None:
-                history[obj].append((person_location[person], last_move[person], len(facts) - 1))
-            object_location[obj] = person_location[person]
-        elif qa > 1 and droppable and roll < 0.45:
-            person, obj = rng.choice(droppable)
-            facts.append(f"{person} {rng.choice(_DROP_VERBS)} the {obj}.")
-            holder[obj] = None
-            drop_support[obj] = [last_move[person], len(facts) - 1]
-        else:
-            person = rng.choice(PEOPLE)
-            place = rng.choice([loc for loc in LOCATIONS if loc != person_location.get(person)])
-            facts.append(f"{person} {rng.choice(_MOVE_VERBS)} the {place}.")
-            person_location[person] = place
-            last_move[person] = len(facts) - 1
-            for obj in OBJECTS:
-                if holder[obj] == person:
-                    object_location[obj] = place
-                    history[obj].append((place, len(facts) - 1, grab_fact[obj]))
-
+        _next_fact(rng, qa, world)
     if qa == 1:
-        if not last_move:
-            return None
-        person = rng.choice(sorted(last_move))
-        return _Story(facts, f"Where is {person}?", person_location[person], [last_move[person]])
+        return _where_is_person(rng, world)
     if qa == 2:
-        known = [o for o in OBJECTS if object_location[o] is not None]
-        if not known:
-            return None
-        obj = rng.choice(known)
-        if holder[obj] is not None:
-            support = sorted({grab_fact[obj], last_move[holder[obj]]})
-        else:
-            support = sorted(set(drop_support[obj]))
-        return _Story(facts, f"Where is the {obj}?", object_location[obj], support)
+        return _where_is_object(rng, world)
+    return _where_was_object(rng, world)
+
+
+def _next_fact(rng: random.Random, qa: int, world: _World) -> None:
+    """One more fact: someone grabs or drops an object (qa2, qa3) or moves somewhere."""
+    placed = [p for p in PEOPLE if p in world.person_location]
+    holder, object_location, facts = world.holder, world.object_location, world.facts
+    grabbable = [
+        (p, o)
+        for p in placed
+        for o in OBJECTS
+        if holder[o] is None and object_location[o] in (None, world.person_location[p])
+    ]
+    droppable = [(p, o) for o in OBJECTS if (p := holder[o]) is not None]
+    roll = rng.random()
+    if qa > 1 and grabbable and roll < 0.3:
+        person, obj = rng.choice(grabbable)
+        facts.append(f"{person} {rng.choice(_GRAB_VERBS)} the {obj} there.")
+        holder[obj] = person
+        world.grab_fact[obj] = len(facts) - 1
+        if object_location[obj] is None:
+            world.history[obj].append((world.person_location[person], world.last_move[person], len(facts) - 1))
+        object_location[obj] = world.person_location[person]
+    elif qa > 1 and droppable and roll < 0.45:
+        person, obj = rng.choice(droppable)
+        facts.append(f"{person} {rng.choice(_DROP_VERBS)} the {obj}.")
+        holder[obj] = None
+        world.drop_support[obj] = [world.last_move[person], len(facts) - 1]
+    else:
+        person = rng.choice(PEOPLE)
+        place = rng.choice([loc for loc in LOCATIONS if loc != world.person_location.get(person)])
+        facts.append(f"{person} {rng.choice(_MOVE_VERBS)} the {place}.")
+        world.person_location[person] = place
+        world.last_move[person] = len(facts) - 1
+        for obj in OBJECTS:
+            if holder[obj] == person:
+                object_location[obj] = place
+                world.history[obj].append((place, len(facts) - 1, world.grab_fact[obj]))
+
+
+def _where_is_person(rng: random.Random, world: _World) -> _Story | None:
+    """qa1: where someone who moved is (one supporting fact)."""
+    if not world.last_move:
+        return None
+    person = rng.choice(sorted(world.last_move))
+    return _Story(world.facts, f"Where is {person}?", world.person_location[person], [world.last_move[person]])
+
+
+def _where_is_object(rng: random.Random, world: _World) -> _Story | None:
+    """qa2: where an object is (two supporting facts: the grab or drop, and a move)."""
+    known = [o for o in OBJECTS if world.object_location[o] is not None]
+    if not known:
+        return None
+    obj = rng.choice(known)
+    holder = world.holder[obj]
+    if holder is not None:
+        support = sorted({world.grab_fact[obj], world.last_move[holder]})
+    else:
+        support = sorted(set(world.drop_support[obj]))
+    return _Story(world.facts, f"Where is the {obj}?", world.object_location[obj], support)
+
+
+def _where_was_object(rng: random.Random, world: _World) -> _Story | None:
+    """qa3: where an object was before its last place (three supporting facts)."""
     candidates = []
     for obj in OBJECTS:
-        places = [place for place, _, _ in history[obj]]
+        places = [place for place, _, _ in world.history[obj]]
         if len(places) >= 2 and places.count(places[-1]) == 1:
             candidates.append(obj)
     if not candidates:
         return None
     obj = rng.choice(candidates)
-    (before, before_fact, _), (last, last_fact, last_grab) = history[obj][-2], history[obj][-1]
+    (before, before_fact, _), (last, last_fact, last_grab) = world.history[obj][-2], world.history[obj][-1]
     return _Story(
-        facts, f"Where was the {obj} before the {last}?", before, sorted({last_grab, before_fact, last_fact})
+        world.facts, f"Where was the {obj} before the {last}?", before, sorted({last_grab, before_fact, last_fact})
     )
 
 

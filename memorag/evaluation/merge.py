@@ -84,18 +84,8 @@ def _same_file(shards: list[Shard], config: EvalConfig, name: str) -> str:
     return texts[shards[0]]
 
 
-def merge_shards(config: EvalConfig, command: str = "", models: Models | None = None
-                 ) -> tuple[list[dict[str, Any]], Path]:
-    """Merge ``OUT/shards/*`` into ``OUT``; returns the cells and the report's path. `models`: the models
-    the shards were given (e.g. test fakes), which their fingerprints name; none is loaded."""
-    from memorag.evaluation.plots import write_plots
-    from memorag.evaluation.report import write_report
-
-    if config.shard is not None:
-        raise EvalError(f"--merge joins every shard; remove shard={config.shard}")
-    count = _shard_count(config)
-    shards = [Shard(index, count) for index in range(count)]
-    runner = EvalRunner(config, models)  # names the cells and their fingerprints; loads no model
+def _complete_manifests(config: EvalConfig, shards: list[Shard], runner: EvalRunner) -> dict[Shard, ShardManifest]:
+    """Each shard's manifest; raises `EvalError` naming every shard missing or incomplete."""
     manifests: dict[Shard, ShardManifest] = {}
     refused = []
     for shard in shards:
@@ -108,34 +98,63 @@ def merge_shards(config: EvalConfig, command: str = "", models: Models | None = 
     if refused:
         raise EvalError("cannot merge " + str(Path(config.out_dir)) + ":\n  " + "\n  ".join(refused)
                         + "\nrun each of them (python eval/run.py --config C shard=I/N; a rerun resumes), then merge")
+    return manifests
+
+
+def _owners(task: str, length: int | None, manifests: list[ShardManifest], shards: list[Shard]
+            ) -> tuple[dict[str, Shard], list[str]]:
+    """Which shard owns each example of the part (`task` at `length`), and the part's examples;
+    raises `EvalError` when the shards built different examples or do not cover them once each."""
+    parts = [manifest.parts[part_key(task, length)] for manifest in manifests]
+    example_ids = parts[0]["example_ids"]
+    if any(part["example_ids"] != example_ids for part in parts):
+        raise EvalError(f"the shards built different examples for task {task!r} at length {length}: "
+                        "their data files or package versions differ; rerun them on the same data")
+    owner = {example_id: shard for shard, part in zip(shards, parts) for example_id in part["owned"]}
+    if sorted(owner) != sorted(example_ids) or sum(len(part["owned"]) for part in parts) != len(example_ids):
+        raise EvalError(f"the shards' parts of task {task!r} at length {length} do not cover its "
+                        "examples once each; rerun the shards of one split")
+    return owner, example_ids
+
+
+def _merge_cell(runner: EvalRunner, out: ResultStore, cell: CellKey, task: Any, example_ids: list[str],
+                owners: list[ResultStore]) -> None:
+    """Copy the cell's records of `example_ids` from the shards that own them (`owners`, one per
+    example) into `out`, and summarize it."""
+    fingerprint = runner.fingerprint(cell[0], task)
+    out.check(cell, fingerprint)
+    records = [store.records(cell, [example_id])[0] for example_id, store in zip(example_ids, owners, strict=True)]
+    for record in records:
+        if not out.has(cell, record["example_id"]):
+            out.add(record)
+    out.finish(summarize_cell(out.records(cell, example_ids), fingerprint=fingerprint,
+                              requested=runner.config.task_num_examples(task), num_examples=len(example_ids)))
+
+
+def merge_shards(config: EvalConfig, command: str = "", models: Models | None = None
+                 ) -> tuple[list[dict[str, Any]], Path]:
+    """Merge ``OUT/shards/*`` into ``OUT``; returns the cells and the report's path. `models`: the models
+    the shards were given (e.g. test fakes), which their fingerprints name; none is loaded."""
+    from memorag.evaluation.plots import write_plots
+    from memorag.evaluation.report import write_report
+
+    if config.shard is not None:
+        raise EvalError(f"--merge joins every shard; remove shard={config.shard}")
+    count = _shard_count(config)
+    shards = [Shard(index, count) for index in range(count)]
+    runner = EvalRunner(config, models)  # names the cells and their fingerprints; loads no model
+    manifests = _complete_manifests(config, shards, runner)
     models = json.loads(_same_file(shards, config, MODELS_FILE))
     prompts = _same_file(shards, config, PROMPTS_FILE)
     stores = {shard: ResultStore(shard.directory(config.out_dir)) for shard in shards}
-
     out = runner.store  # the run's own folder
     out.check_models(models)
     wanted: list[CellKey] = []
     for task, length in _wanted_parts(config):
-        key = part_key(task.name, length)
-        parts = [manifests[shard].parts[key] for shard in shards]
-        example_ids = parts[0]["example_ids"]
-        if any(part["example_ids"] != example_ids for part in parts):
-            raise EvalError(f"the shards built different examples for task {task.name!r} at length {length}: "
-                            "their data files or package versions differ; rerun them on the same data")
-        owner = {example_id: shard for shard, part in zip(shards, parts) for example_id in part["owned"]}
-        if sorted(owner) != sorted(example_ids) or sum(len(part["owned"]) for part in parts) != len(example_ids):
-            raise EvalError(f"the shards' parts of task {task.name!r} at length {length} do not cover its "
-                            "examples once each; rerun the shards of one split")
+        owner, example_ids = _owners(task.name, length, [manifests[shard] for shard in shards], shards)
         for label in config.task_modes(task):
             cell = (label, task.name, length)
-            fingerprint = runner.fingerprint(label, task)
-            out.check(cell, fingerprint)
-            records = [stores[owner[example_id]].records(cell, [example_id])[0] for example_id in example_ids]
-            for record in records:
-                if not out.has(cell, record["example_id"]):
-                    out.add(record)
-            out.finish(summarize_cell(out.records(cell, example_ids), fingerprint=fingerprint,
-                                      requested=config.task_num_examples(task), num_examples=len(example_ids)))
+            _merge_cell(runner, out, cell, task, example_ids, [stores[owner[example]] for example in example_ids])
             wanted.append(cell)
     merged = config_from_dict(EvalConfig, {**config_to_dict(config), "shard": None})
     save_config(merged, out.directory / CONFIG_FILE)

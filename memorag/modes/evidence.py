@@ -16,7 +16,8 @@ mode's own, `room_in` for a measured answer prompt). Everything else asks it:
   prompt rendered and measured (once per round of cuts; a round that estimated too few cuts
   is followed by another). The `AnswerPrompt` it returns is what `generate` sends: the token
   ids of a local model, the same text to an endpoint, so the prompt measured is the prompt sent;
-- `room_left` is what a prompt over given evidence leaves (the full mode cuts to it);
+- `room_left` is what a prompt over given evidence leaves (`room_in` for a prompt already
+  measured: the full mode cuts the corpus to it);
 - the cic mode, which writes its own prompt, fits its corpus with `room_after` itself.
 
 `retrieve` executes a retrieval plan (`memorag.modes.evidence_plan`: every query retrieves,

@@ -269,8 +269,6 @@ class MemoRAG:
         `on_progress(done, total)`: the memory's tokens read so far and in all, after each window.
         Nothing changes if any step fails.
         """
-        from memorag.retrieval.chunking import chunk_documents
-
         if with_memory is None:
             with_memory = not self.mode().needs_gists
         timings: dict[str, float] = {}
@@ -284,27 +282,7 @@ class MemoRAG:
             report.memory_tokens = self.memory.num_tokens if self.memory is not None else 0
             return report
 
-        memory = self.memory
-        # loading (and, on first use, converting) the memory model is timed apart from the stages that use it
-        with timed(report.timings, "load"):
-            _loaded = self.memory_model if with_memory or memory is not None else self.tokenizer
-        with timed(report.timings, "chunk"):
-            chunks = chunk_documents(new, self.tokenizer, self.config.chunk_tokens, self.config.overlap_tokens,
-                                     first_id=len(self._corpus.chunks))
-        gists = None
-        if self.mode().needs_gists or self._corpus.gists is not None:  # the memorag-lite mode's memory
-            with timed(report.timings, "gists"):
-                gists = self._gists_of([*self._corpus.documents, *new], show_progress)
-        if with_memory or memory is not None:
-            with timed(report.timings, "memory"):
-                if memory is None:
-                    memory = self.memory_model.memorize(memory_text([*self._corpus.documents, *new], False),
-                                                        show_progress=show_progress, on_progress=on_progress)
-                else:
-                    memory = self._extend_memory(memory, new, show_progress, on_progress)
-        with timed(report.timings, "index"):
-            retriever = self.retriever if self.retriever is not None else self.new_retriever()
-            retriever.add(chunks)
+        chunks, retriever, memory, gists = self._build(new, with_memory, report.timings, show_progress, on_progress)
         self._corpus.add(admission, chunks, retriever, memory)
         if gists is not None:
             self._corpus.set_gists(gists)
@@ -314,6 +292,36 @@ class MemoRAG:
         report.memory_tokens = memory.num_tokens if memory is not None else 0
         trim_heap()  # the memory model's activations are freed: give their pages back (memorag/memtrim.py)
         return report
+
+    def _build(self, new: list[Document], with_memory: bool, timings: dict[str, float], show_progress: bool | None,
+               on_progress: Callable[[int, int], None] | None) -> tuple[list[Chunk], Retriever, Any, list | None]:
+        """What memorizing `new` documents adds, each stage timed into `timings`, nothing changed
+        yet: their chunks, the retriever with them added, the memory extended (None when there is
+        none and `with_memory` is off) and the gists (None unless the corpus keeps gists)."""
+        from memorag.retrieval.chunking import chunk_documents
+
+        memory = self.memory
+        # loading (and, on first use, converting) the memory model is timed apart from the stages that use it
+        with timed(timings, "load"):
+            _loaded = self.memory_model if with_memory or memory is not None else self.tokenizer
+        with timed(timings, "chunk"):
+            chunks = chunk_documents(new, self.tokenizer, self.config.chunk_tokens, self.config.overlap_tokens,
+                                     first_id=len(self._corpus.chunks))
+        gists = None
+        if self.mode().needs_gists or self._corpus.gists is not None:  # the memorag-lite mode's memory
+            with timed(timings, "gists"):
+                gists = self._gists_of([*self._corpus.documents, *new], show_progress)
+        if with_memory or memory is not None:
+            with timed(timings, "memory"):
+                if memory is None:
+                    memory = self.memory_model.memorize(memory_text([*self._corpus.documents, *new], False),
+                                                        show_progress=show_progress, on_progress=on_progress)
+                else:
+                    memory = self._extend_memory(memory, new, show_progress, on_progress)
+        with timed(timings, "index"):
+            retriever = self.retriever if self.retriever is not None else self.new_retriever()
+            retriever.add(chunks)
+        return chunks, retriever, memory, gists
 
     def _extend_memory(self, memory, new: list[Document], show_progress: bool | None,
                        on_progress: Callable[[int, int], None] | None = None):

@@ -26,6 +26,10 @@ and the models load once; uploaded files are read on a thread of their own
 (`UploadReader`), so neither the event loop nor other clients' questions wait for them. While a request waits for its job the app listens for its
 client: a client that leaves has its job dropped before it starts, or stopped at the
 next safe point (the next token, window or batch) if it has started.
+
+The handlers are functions of this module; each reads what it serves with (`Served`: the
+store, the worker, the limits, the policy, the upload reader) from the app's state, and
+`create_app` only builds that and wires the routes.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -81,6 +87,274 @@ async def first_done(*awaitables: Awaitable) -> None:
     await asyncio.wait([asyncio.ensure_future(item) for item in awaitables], return_when=asyncio.FIRST_COMPLETED)
 
 
+@dataclass(frozen=True)
+class Served:
+    """What the handlers serve with, held by the app (`app.state.served`)."""
+
+    store: CorpusStore
+    worker: ModelWorker
+    limits: ServeLimits
+    policy: AccessPolicy
+    uploads: UploadReader
+
+
+def served(request: Request) -> Served:
+    return request.app.state.served
+
+
+def handle(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """`endpoint` with its errors answered as `memorag.serve.responses` describes, and no answer
+    to a client that left."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except ClientGone:
+            return Response(status_code=204)  # nobody is there to read it
+        except Exception as error:
+            return error_response(error, served(request).store.root)
+
+    return wrapped
+
+
+async def read_body(request: Request) -> dict[str, Any]:
+    return parse_body(await request.body(), served(request).limits)
+
+
+async def run_job(request: Request, function: Callable, *args: Any, **kwargs: Any) -> Any:
+    """`function`'s result, run as a job that is cancelled if the client leaves before it ends."""
+    job = served(request).worker.submit(function, *args, **kwargs)
+    watcher = asyncio.ensure_future(wait_for_disconnect(request))
+    try:
+        await first_done(job.future, watcher)
+    finally:
+        watcher.cancel()
+    if not job.future.done():
+        job.cancel(CLIENT_LEFT)
+        logger.info("client left; cancelled %s on %s", function.__name__, request.url.path)
+        raise ClientGone
+    return job.future.result()
+
+
+async def health(request: Request) -> Response:
+    state = served(request)
+    reply = {"status": "ok", "models": state.store.describe_models(), "pending": state.worker.pending,
+             "limits": state.limits.describe(), "modes": available_modes()}
+    if state.policy.key_matches(request.headers.get("authorization")):  # corpus names need the key, when set
+        reply["loaded"] = state.store.loaded
+    return JSONResponse(reply)
+
+
+async def list_corpora(request: Request) -> Response:
+    store = served(request).store
+    corpora = []
+    for name in store.names():
+        try:
+            corpora.append(store.describe(name))
+        except (CorpusNotFoundError, SaveFormatError):  # deleted while listing
+            continue
+    return JSONResponse({"corpora": corpora})
+
+
+async def show(request: Request) -> Response:
+    return JSONResponse(served(request).store.describe(check_name(request.path_params["name"])))
+
+
+async def memorize(request: Request) -> Response:
+    state = served(request)
+    store, limits = state.store, state.limits
+    name = check_name(request.path_params["name"])
+    body = await read_body(request)
+    documents = documents_from(body)
+    overwrite = field(body, "overwrite", bool, default=False)
+    if documents and isinstance(documents[0], Upload):
+        documents = await state.uploads.read(documents)
+    originals = originals_from(body)
+    if not field(body, "stream", bool, default=False):
+        report = await run_job(request, store.memorize, name, documents, overwrite, limits.max_memorize_tokens,
+                               originals)
+        return JSONResponse({**report.to_dict(), "corpus": store.describe(name)})
+
+    def work(emit: Callable[..., None]) -> None:
+        report = store.memorize(name, documents, overwrite, limits.max_memorize_tokens, originals,
+                                on_progress=lambda done, total: emit("progress", {"done": done, "total": total}))
+        emit("report", {**report.to_dict(), "corpus": store.describe(name)})
+
+    return await stream_events(request, name, work)
+
+
+async def passage(request: Request) -> Response:
+    name = check_name(request.path_params["name"])
+    params = request.query_params
+    doc_id = params.get("doc") or ""
+    start, end = query_int(params, "start", required=True), query_int(params, "end", required=True)
+    return JSONResponse(await run_job(request, served(request).store.passage, name, doc_id, start, end))
+
+
+async def page(request: Request) -> Response:
+    name = check_name(request.path_params["name"])
+    params = request.query_params
+    start, end = query_int(params, "start"), query_int(params, "end")
+    rendered = await run_job(request, served(request).store.page_image, name, params.get("doc") or "",
+                             query_int(params, "page", required=True), start, end,
+                             query_int(params, "width", default=DEFAULT_WIDTH))
+    return Response(rendered.png, media_type="image/png",
+                    headers={"X-Marked-Boxes": str(rendered.marked), "X-Pages": str(rendered.pages),
+                             "Cache-Control": "no-store"})
+
+
+async def clues(request: Request) -> Response:
+    name = check_name(request.path_params["name"])
+    body = await read_body(request)
+    query = query_from(body, served(request).limits)
+    task = field(body, "task", str, default="memorag")
+    found, raw = await run_job(request, served(request).store.clues, name, query, task)
+    return JSONResponse({"query": query, "task": task, "clues": found, "raw": raw})
+
+
+async def delete(request: Request) -> Response:
+    name = check_name(request.path_params["name"])
+    await run_job(request, served(request).store.delete, name)
+    return JSONResponse({"deleted": name})
+
+
+async def ask(request: Request) -> Response:
+    state = served(request)
+    name = check_name(request.path_params["name"])
+    body = await read_body(request)
+    query = query_from(body, state.limits)
+    task = field(body, "task", str)
+    mode = field(body, "mode", str)
+    if not field(body, "stream", bool, default=True):
+        answer = await run_job(request, state.store.ask, name, query, task, mode,
+                               on_text=lambda piece: state.worker.check())  # each token is a safe point
+        return JSONResponse(answer.to_dict())
+    return await stream_answer(request, name, query, task, mode)
+
+
+async def stream_answer(request: Request, name: str, query: str, task: str | None, mode: str | None) -> Response:
+    state = served(request)
+
+    def work(emit: Callable[..., None]) -> None:
+        gate = EchoGate(query)  # tokens that only echo the question are held back, never sent as the answer
+
+        def on_text(piece: str) -> None:
+            state.worker.check()  # a safe point: the client left, the time limit, the server stopping
+            shown = gate.push(piece)
+            if shown:
+                emit("token", {"text": shown})
+
+        result = state.store.ask(name, query, task, mode, on_text=on_text,
+                                 on_clues=lambda clues: emit("clues", clues),
+                                 on_evidence=lambda evidence: emit("evidence", [item.to_dict() for item in evidence]))
+        rest = gate.finish(result.answer)
+        if rest:
+            emit("token", {"text": rest})
+        emit("answer", result.to_dict())
+
+    return await stream_events(request, name, work)
+
+
+_DONE = object()  # the last item of a job's events
+
+
+def submit_events(worker: ModelWorker, name: str, work: Callable[[Callable[..., None]], None]) -> tuple[Job, asyncio.Queue]:
+    """`work(emit)` submitted as a job whose events (`emit(event, data)`) arrive on a queue, an
+    exception as an `error` event, `_DONE` last."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue = asyncio.Queue()
+
+    def emit(event: Any, data: Any = None) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, (event, data))
+
+    def run() -> None:
+        try:
+            work(emit)
+        except Exception as error:  # reported to the client, in the stream or as the response
+            if isinstance(error, JobCancelled):
+                logger.info("stopped the job on %s: %s", name, error)
+            emit("error", error)
+        finally:
+            emit(_DONE)
+
+    return worker.submit(run), events
+
+
+async def stream_events(request: Request, name: str, work: Callable[[Callable[..., None]], None]) -> Response:
+    """Server-sent events of `work(emit)`, run as a job: an error before its first event is the
+    response's status (so limits refuse with theirs); a later one ends the stream with an `error`
+    event that carries the status it would have had."""
+    root = served(request).store.root
+    job, events = submit_events(served(request).worker, name, work)
+    getter = asyncio.ensure_future(events.get())
+    watcher = asyncio.ensure_future(wait_for_disconnect(request))
+    try:
+        await first_done(getter, job.future, watcher)
+        if not getter.done() and job.future.done() and job.future.exception() is None:
+            await getter  # `run` ran, so its first event is already on its way
+    finally:
+        watcher.cancel()
+    if not getter.done():
+        getter.cancel()
+        if job.future.done():  # dropped before it started (`run` itself raises nothing)
+            return error_response(job.future.exception(), root)
+        job.cancel(CLIENT_LEFT)
+        logger.info("client left while its job on %s was queued; dropped it", name)
+        raise ClientGone
+    head = getter.result()
+    if head[0] == "error":
+        return error_response(head[1], root)
+    return StreamingResponse(event_stream(head, events, job, root), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def event_stream(head: tuple[Any, Any], events: asyncio.Queue, job: Job, root: Path) -> AsyncIterator[bytes]:
+    """The job's events from `head` on, as server-sent events, until `_DONE`; an error as an `error`
+    event with the status it would have had. The job is cancelled when the stream ends early."""
+    item = head
+    try:
+        while item[0] is not _DONE:
+            event, data = item
+            if event == "error":
+                if error_status(data) == 500:
+                    logger.error("a job failed mid-stream", exc_info=data)
+                data = {**error_body(data, root), "status": error_status(data)}
+            yield sse(event, data)
+            item = await events.get()
+    finally:
+        job.cancel(CLIENT_LEFT)  # a no-op once the job has ended
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": f"no route {request.method} {clip(request.url.path)}; see GET /health and "
+                                  "the README's `memorag serve` section", "type": "NotFound"}, status_code=404)
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": f"{request.method} is not allowed on {clip(request.url.path)}",
+                         "type": "MethodNotAllowed"}, status_code=405)
+
+
+ROUTES = [
+    Route("/health", handle(health), methods=["GET"]),
+    Route("/corpora", handle(list_corpora), methods=["GET"]),
+    Route("/corpora/{name}", handle(show), methods=["GET"]),
+    Route("/corpora/{name}", handle(delete), methods=["DELETE"]),
+    Route("/corpora/{name}/memorize", handle(memorize), methods=["POST"]),
+    Route("/corpora/{name}/ask", handle(ask), methods=["POST"]),
+    Route("/corpora/{name}/clues", handle(clues), methods=["POST"]),
+    Route("/corpora/{name}/passage", handle(passage), methods=["GET"]),
+    Route("/corpora/{name}/page", handle(page), methods=["GET"]),
+]
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    yield
+    await asyncio.to_thread(app.state.served.worker.shutdown)
+    await asyncio.to_thread(app.state.served.uploads.shutdown)
+
+
 def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: ServeLimits | None = None,
                policy: AccessPolicy | None = None) -> Starlette:
     """The API over `store`, behind `policy` (default: loopback names only, no key); all model
@@ -91,225 +365,9 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
     uploads = UploadReader(limits.job_timeout, limits.read)
     for module in store.model_modules():
         worker.watch(module)
-
-    def handle(endpoint: Callable) -> Callable:
-        async def wrapped(request: Request) -> Response:
-            try:
-                return await endpoint(request)
-            except ClientGone:
-                return Response(status_code=204)  # nobody is there to read it
-            except Exception as error:
-                return error_response(error, store.root)
-
-        return wrapped
-
-    async def read_body(request: Request) -> dict[str, Any]:
-        return parse_body(await request.body(), limits)
-
-    async def run_job(request: Request, function: Callable, *args: Any, **kwargs: Any) -> Any:
-        """`function`'s result, run as a job that is cancelled if the client leaves before it ends."""
-        job = worker.submit(function, *args, **kwargs)
-        watcher = asyncio.ensure_future(wait_for_disconnect(request))
-        try:
-            await first_done(job.future, watcher)
-        finally:
-            watcher.cancel()
-        if not job.future.done():
-            job.cancel(CLIENT_LEFT)
-            logger.info("client left; cancelled %s on %s", function.__name__, request.url.path)
-            raise ClientGone
-        return job.future.result()
-
-    async def health(request: Request) -> Response:
-        reply = {"status": "ok", "models": store.describe_models(), "pending": worker.pending,
-                 "limits": limits.describe(), "modes": available_modes()}
-        if policy.key_matches(request.headers.get("authorization")):  # corpus names need the key, when set
-            reply["loaded"] = store.loaded
-        return JSONResponse(reply)
-
-    async def list_corpora(request: Request) -> Response:
-        corpora = []
-        for name in store.names():
-            try:
-                corpora.append(store.describe(name))
-            except (CorpusNotFoundError, SaveFormatError):  # deleted while listing
-                continue
-        return JSONResponse({"corpora": corpora})
-
-    async def show(request: Request) -> Response:
-        return JSONResponse(store.describe(check_name(request.path_params["name"])))
-
-    async def memorize(request: Request) -> Response:
-        name = check_name(request.path_params["name"])
-        body = await read_body(request)
-        documents = documents_from(body)
-        overwrite = field(body, "overwrite", bool, default=False)
-        if documents and isinstance(documents[0], Upload):
-            documents = await uploads.read(documents)
-        originals = originals_from(body)
-        if not field(body, "stream", bool, default=False):
-            report = await run_job(request, store.memorize, name, documents, overwrite, limits.max_memorize_tokens,
-                                   originals)
-            return JSONResponse({**report.to_dict(), "corpus": store.describe(name)})
-
-        def work(emit: Callable[..., None]) -> None:
-            report = store.memorize(name, documents, overwrite, limits.max_memorize_tokens, originals,
-                                    on_progress=lambda done, total: emit("progress", {"done": done, "total": total}))
-            emit("report", {**report.to_dict(), "corpus": store.describe(name)})
-
-        return await stream_events(request, name, work)
-
-    async def passage(request: Request) -> Response:
-        name = check_name(request.path_params["name"])
-        params = request.query_params
-        doc_id = params.get("doc") or ""
-        start, end = query_int(params, "start", required=True), query_int(params, "end", required=True)
-        return JSONResponse(await run_job(request, store.passage, name, doc_id, start, end))
-
-    async def page(request: Request) -> Response:
-        name = check_name(request.path_params["name"])
-        params = request.query_params
-        start, end = query_int(params, "start"), query_int(params, "end")
-        rendered = await run_job(request, store.page_image, name, params.get("doc") or "",
-                                 query_int(params, "page", required=True), start, end,
-                                 query_int(params, "width", default=DEFAULT_WIDTH))
-        return Response(rendered.png, media_type="image/png",
-                        headers={"X-Marked-Boxes": str(rendered.marked), "X-Pages": str(rendered.pages),
-                                 "Cache-Control": "no-store"})
-
-    async def clues(request: Request) -> Response:
-        name = check_name(request.path_params["name"])
-        body = await read_body(request)
-        query = query_from(body, limits)
-        task = field(body, "task", str, default="memorag")
-        found, raw = await run_job(request, store.clues, name, query, task)
-        return JSONResponse({"query": query, "task": task, "clues": found, "raw": raw})
-
-    async def delete(request: Request) -> Response:
-        name = check_name(request.path_params["name"])
-        await run_job(request, store.delete, name)
-        return JSONResponse({"deleted": name})
-
-    def safe_point(piece: str) -> None:
-        worker.check()
-
-    async def ask(request: Request) -> Response:
-        name = check_name(request.path_params["name"])
-        body = await read_body(request)
-        query = query_from(body, limits)
-        task = field(body, "task", str)
-        mode = field(body, "mode", str)
-        if not field(body, "stream", bool, default=True):
-            answer = await run_job(request, store.ask, name, query, task, mode, on_text=safe_point)
-            return JSONResponse(answer.to_dict())
-        return await stream_answer(request, name, query, task, mode)
-
-    async def stream_answer(request: Request, name: str, query: str, task: str | None, mode: str | None) -> Response:
-        def work(emit: Callable[..., None]) -> None:
-            gate = EchoGate(query)  # tokens that only echo the question are held back, never sent as the answer
-
-            def on_text(piece: str) -> None:
-                worker.check()  # a safe point: the client left, the time limit, the server stopping
-                shown = gate.push(piece)
-                if shown:
-                    emit("token", {"text": shown})
-
-            result = store.ask(name, query, task, mode, on_text=on_text,
-                               on_clues=lambda clues: emit("clues", clues),
-                               on_evidence=lambda evidence: emit("evidence", [item.to_dict() for item in evidence]))
-            rest = gate.finish(result.answer)
-            if rest:
-                emit("token", {"text": rest})
-            emit("answer", result.to_dict())
-
-        return await stream_events(request, name, work)
-
-    async def stream_events(request: Request, name: str, work: Callable[[Callable[..., None]], None]) -> Response:
-        """Server-sent events of `work(emit)`, run as a job: an error before its first event is the
-        response's status (so limits refuse with theirs); a later one ends the stream with an `error`
-        event that carries the status it would have had."""
-        loop = asyncio.get_running_loop()
-        events: asyncio.Queue = asyncio.Queue()
-        done = object()
-
-        def emit(event: Any, data: Any = None) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, (event, data))
-
-        def run() -> None:
-            try:
-                work(emit)
-            except Exception as error:  # reported to the client, in the stream or as the response
-                if isinstance(error, JobCancelled):
-                    logger.info("stopped the job on %s: %s", name, error)
-                emit("error", error)
-            finally:
-                emit(done)
-
-        job: Job = worker.submit(run)
-        getter = asyncio.ensure_future(events.get())
-        watcher = asyncio.ensure_future(wait_for_disconnect(request))
-        try:
-            await first_done(getter, job.future, watcher)
-            if not getter.done() and job.future.done() and job.future.exception() is None:
-                await getter  # `run` ran, so its first event is already on its way
-        finally:
-            watcher.cancel()
-        if not getter.done():
-            getter.cancel()
-            if job.future.done():  # dropped before it started (`run` itself raises nothing)
-                return error_response(job.future.exception(), store.root)
-            job.cancel(CLIENT_LEFT)
-            logger.info("client left while its job on %s was queued; dropped it", name)
-            raise ClientGone
-        head = getter.result()
-        if head[0] == "error":
-            return error_response(head[1], store.root)
-
-        async def stream() -> AsyncIterator[bytes]:
-            item = head
-            try:
-                while item[0] is not done:
-                    event, data = item
-                    if event == "error":
-                        if error_status(data) == 500:
-                            logger.error("a job failed mid-stream", exc_info=data)
-                        data = {**error_body(data, store.root), "status": error_status(data)}
-                    yield sse(event, data)
-                    item = await events.get()
-            finally:
-                job.cancel(CLIENT_LEFT)  # a no-op once the job has ended
-
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": f"no route {request.method} {clip(request.url.path)}; see GET /health and "
-                                      "the README's `memorag serve` section", "type": "NotFound"}, status_code=404)
-
-    async def method_not_allowed(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": f"{request.method} is not allowed on {clip(request.url.path)}",
-                             "type": "MethodNotAllowed"}, status_code=405)
-
-    routes = [
-        Route("/health", handle(health), methods=["GET"]),
-        Route("/corpora", handle(list_corpora), methods=["GET"]),
-        Route("/corpora/{name}", handle(show), methods=["GET"]),
-        Route("/corpora/{name}", handle(delete), methods=["DELETE"]),
-        Route("/corpora/{name}/memorize", handle(memorize), methods=["POST"]),
-        Route("/corpora/{name}/ask", handle(ask), methods=["POST"]),
-        Route("/corpora/{name}/clues", handle(clues), methods=["POST"]),
-        Route("/corpora/{name}/passage", handle(passage), methods=["GET"]),
-        Route("/corpora/{name}/page", handle(page), methods=["GET"]),
-        *inspector_routes(),
-    ]
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await asyncio.to_thread(worker.shutdown)
-        await asyncio.to_thread(uploads.shutdown)
-
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan,
+    app = Starlette(routes=[*ROUTES, *inspector_routes()],
+                    exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan,
                     middleware=[Middleware(Guard, policy=policy)])
+    app.state.served = Served(store, worker, limits, policy, uploads)
     app.state.store, app.state.worker, app.state.limits, app.state.policy = store, worker, limits, policy
     return app

@@ -341,6 +341,30 @@ def memory_in_base_dtype(model: MemoryModel):
             param.data = data
 
 
+def _empty_report(model: MemoryModel, num_sequences: int, length: int, ratios: Sequence[int], score_windows: int,
+                  baselines: bool, other_text: bool) -> EvalReport:
+    """A report with a score for every condition, each noted when it cannot be run (a ratio that
+    does not divide the window, beyond the model's positions, one sequence for the controls)."""
+    window = model.config.window
+    controls = [other_text_condition(r) for r in ratios] if other_text else []
+    names = ([NO_MEMORY] if baselines else []) + [memory_condition(r) for r in ratios] + controls
+    names += [FULL_CONTEXT] if baselines else []
+    report = EvalReport({name: ConditionScore() for name in names}, num_sequences, length, window, score_windows)
+    for name in controls:
+        if num_sequences < 2:
+            report.scores[name].note = "needs two held-out sequences"
+    for ratio in ratios:
+        if window % ratio:
+            report.scores[memory_condition(ratio)].note = f"ratio {ratio} does not divide the window {window}"
+        elif positions_needed(length, window, ratio) > model.max_positions:
+            report.scores[memory_condition(ratio)].note = "beyond the model's positions at this ratio"
+        if other_text and report.scores[memory_condition(ratio)].note:
+            report.scores[other_text_condition(ratio)].note = report.scores[memory_condition(ratio)].note
+    if baselines and length > model.max_positions:
+        report.scores[FULL_CONTEXT].note = f"longer than the model's {model.max_positions} positions"
+    return report
+
+
 @torch.no_grad()
 def evaluate_heldout(
     model: MemoryModel,
@@ -370,22 +394,8 @@ def evaluate_heldout(
         raise ValueError(f"held-out sequences of {length} tokens have no window before the scored one "
                          f"(window {window}); use longer sequences")
     spans = scored_spans(length, window, score_windows)
+    report = _empty_report(model, len(sequences), length, ratios, score_windows, baselines, other_text)
     controls = [other_text_condition(r) for r in ratios] if other_text else []
-    names = ([NO_MEMORY] if baselines else []) + [memory_condition(r) for r in ratios] + controls
-    names += [FULL_CONTEXT] if baselines else []
-    report = EvalReport({name: ConditionScore() for name in names}, len(sequences), length, window, score_windows)
-    for name in controls:
-        if len(sequences) < 2:
-            report.scores[name].note = "needs two held-out sequences"
-    for ratio in ratios:
-        if window % ratio:
-            report.scores[memory_condition(ratio)].note = f"ratio {ratio} does not divide the window {window}"
-        elif positions_needed(length, window, ratio) > model.max_positions:
-            report.scores[memory_condition(ratio)].note = "beyond the model's positions at this ratio"
-        if other_text and report.scores[memory_condition(ratio)].note:
-            report.scores[other_text_condition(ratio)].note = report.scores[memory_condition(ratio)].note
-    if baselines and length > model.max_positions:
-        report.scores[FULL_CONTEXT].note = f"longer than the model's {model.max_positions} positions"
     was_training = model.training
     model.eval()
     try:

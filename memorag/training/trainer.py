@@ -305,12 +305,7 @@ class Trainer:
         acc, cfg = self.accelerator, self.cfg
         from tqdm.auto import tqdm
 
-        self._install_signal_handlers()
-        if acc.is_main_process:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            save_config(cfg, self.output_dir / ckpt.TRAIN_CONFIG)
-        if cfg.eval.at_start and self.step == 0 and self.eval_sequences:
-            self.evaluate()
+        self._prepare_run()
         bar = tqdm(total=self.total_steps, initial=self.step, desc=cfg.stage, unit="step",
                    disable=not (acc.is_main_process and cfg.logging.progress_bar))
         interval = _Interval()
@@ -349,6 +344,23 @@ class Trainer:
                     (self.output_dir / cfg.checkpoint.stop_file).unlink(missing_ok=True)
                 break
         bar.close()
+        return self._finish_run(reason, saved_at)
+
+    def _prepare_run(self) -> None:
+        """Before the first step: stop signals handled, the output folder and its config written,
+        and the evaluation at the start when asked for."""
+        cfg = self.cfg
+        self._install_signal_handlers()
+        if self.accelerator.is_main_process:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, self.output_dir / ckpt.TRAIN_CONFIG)
+        if cfg.eval.at_start and self.step == 0 and self.eval_sequences:
+            self.evaluate()
+
+    def _finish_run(self, reason: str, saved_at: int | None) -> dict[str, Any]:
+        """After the last step: the checkpoint of the last step (unless saved), and for a run that
+        finished the evaluation at the end and the final weights; the summary, logged."""
+        cfg = self.cfg
         if saved_at != self.step:
             self.save_checkpoint()
         finished = reason in ("finished", "data exhausted")

@@ -107,6 +107,17 @@ def test_a_prompt_cut_to_the_window_is_measured_once_more_and_sent_as_measured(o
     assert seen.sent == [list(seen.measured[-1].tokens.ids)]
 
 
+@pytest.mark.parametrize("order", ["document", "best-first"])
+def test_an_endpoint_is_sent_the_text_that_was_measured(order, monkeypatch):
+    generator = FakeEchoGenerator(context_window=400)  # a generator without token ids, as an endpoint
+    rag = make_rag(generator=generator, evidence_order=order)
+    rag.memorize(corpus_documents(), with_memory=False)
+    seen = Recorder(monkeypatch)
+    answer = rag.ask(topic(1, 6), mode="rag")
+    assert len(answer.evidence) > 1 and seen.renders == [0, len(answer.evidence)]
+    assert seen.measured[-1].tokens.ids is None and generator.prompts == [seen.measured[-1].text]
+
+
 def test_cuts_read_from_the_token_offsets_agree_with_cutting_one_at_a_time():
     query = topic(1, 6)
     rag, _ = local_rag(evidence_tokens=120, hits_per_query=8)
