@@ -1,7 +1,7 @@
 """The reference evidence rule on fixed retrieval lists: the memorag mode keeps every chunk the
-query's own hits hold, reads the whole union in document order, offers the draft, and when the
-generator's window is short cuts the chunks clues alone found first; the old `union` setting still
-gives the bounded round-robin.
+query's own hits hold (so every chunk the rag mode gives on the same lists), reads the whole union
+in document order, offers the draft, and when the generator's window is short cuts the chunks clues
+alone found first; the old `union` setting still gives the bounded round-robin.
 
 A FAKE memory model writes fixed clues (tests/modes/test_memorag_evidence.py) and a FAKE retriever
 answers each query with a fixed list of chunks, so every list, and so every expected union, is known.
@@ -52,8 +52,9 @@ class FakeListsRetriever:
 
 
 def rag_on_lists(monkeypatch, lists=LISTS, clue_kinds=("spans",), generator=None, **settings):
+    settings = {"evidence_tokens": 36, **settings}
     rag = make_rag(FakeBatchClueMemoryModel(CLUES), generator=generator or FakeEchoGenerator(),
-                   clue_kinds=list(clue_kinds), evidence_tokens=36, **settings)
+                   clue_kinds=list(clue_kinds), **settings)
     rag.memorize(DOCUMENTS)
     chunk_of_doc = {int(chunk.doc_id[3:]): chunk.id for chunk in rag.chunks}
     assert len(chunk_of_doc) == len(rag.chunks) == len(DOCUMENTS)  # one chunk a document
@@ -90,6 +91,17 @@ def test_the_query_s_own_hits_are_never_pushed_out_by_a_clue_s(monkeypatch, seed
     lists = {query: picks.sample(range(8), 3) for query in (QUERY, *CLUES)}
     answer = rag_on_lists(monkeypatch, lists).ask(QUERY, mode="memorag")
     assert set(lists[QUERY]) <= set(doc_numbers(answer))
+
+
+@pytest.mark.parametrize("evidence_tokens", [36, 48])
+@pytest.mark.parametrize("seed", range(10))
+def test_memorag_holds_every_chunk_the_rag_mode_gives_on_the_same_lists(monkeypatch, seed, evidence_tokens):
+    picks = random.Random(seed)
+    lists = {query: picks.sample(range(8), 3) for query in (QUERY, *CLUES)}
+    rag = rag_on_lists(monkeypatch, lists, evidence_tokens=evidence_tokens)  # rag retrieves 3, as each clue
+    rag_docs = doc_numbers(rag.ask(QUERY, mode="rag"))
+    assert rag_docs and set(rag_docs) <= set(lists[QUERY])  # rag's evidence is the query's own hits, cut
+    assert set(rag_docs) <= set(doc_numbers(rag.ask(QUERY, mode="memorag")))
 
 
 def test_the_old_union_setting_reproduces_the_bounded_round_robin(monkeypatch):
