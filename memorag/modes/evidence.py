@@ -358,7 +358,7 @@ class EvidenceStep:
     # -- retrieval ------------------------------------------------------------------------------
     def retrieve(self, plan: RetrievalPlan) -> tuple[list[Hit], dict[int, list[FoundBy]]]:
         """Execute `plan`: every query retrieves its hits (`plan.hits_per_query`, default
-        `hits_per_query`); the lists are combined into one ranking: fused (weighted), or with
+        `hits_per_query`; the first, the user's own, `plan.query_hits` when that is more); the lists are combined into one ranking: fused (weighted), or with
         `plan.union` taken round-robin by rank (`hybrid.round_robin`; no weights). Returns the
         combined hits, best first, and for each chunk id the lists that fetched it, in query order
         (`FoundBy`: query index, text, rank, score)."""
@@ -366,7 +366,10 @@ class EvidenceStep:
 
         if self.retriever is None:
             raise EmptyCorpusError("nothing is memorized yet")
-        results = self.retriever.search(list(plan.queries), plan.hits_per_query or self.settings.hits_per_query)
+        depth = plan.hits_per_query or self.settings.hits_per_query
+        own = max(plan.query_hits or depth, depth)  # the user's query may retrieve deeper than its clues
+        results = self.retriever.search(list(plan.queries), own)
+        results = [hits[:own] if position == 0 else hits[:depth] for position, hits in enumerate(results)]
         found_by: dict[int, list[FoundBy]] = {}
         for position, (text, hits) in enumerate(zip(plan.queries, results, strict=True)):
             for rank, hit in enumerate(hits, start=1):

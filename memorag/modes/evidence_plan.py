@@ -14,8 +14,9 @@ evidence through every path:
 The rule (`memorag_evidence`, a `PipelineConfig` setting):
 
 - ``"reference"`` (the default; the official MemoRAG pipeline's `MemoRAG._retrieve` and
-  `_handle_rag` in the qhjqhj00/MemoRAG repository): the query and every clue retrieve their own
-  `memorag_hits` chunks (its `ret_hit`, 3); the lists are unioned and deduplicated, and every
+  `_handle_rag` in the qhjqhj00/MemoRAG repository): every clue retrieves its own `memorag_hits`
+  chunks (its `ret_hit`, 3) and the query as many as the rag mode's (`hits_per_query`, 6, where the
+  reference takes 3 for it too), so the memorag mode holds every chunk the rag mode can give; the lists are unioned and deduplicated, and every
   chunk of the union is kept, with no evidence budget, and read in the order of the text. The
   memory's draft answer (clue kind ``draft``) retrieves like every clue and is also given to the
   generator after the evidence as "The answer might be {draft}." (the reference's wording). So a
@@ -57,6 +58,7 @@ class RetrievalPlan:
     hits_per_query: int | None = None
     union: bool = False
     budgeted: bool = True
+    query_hits: int | None = None  # the first query's (the user's own) hits, when more than `hits_per_query`
 
     def __post_init__(self) -> None:
         if len(self.weights) != len(self.queries):
@@ -89,7 +91,8 @@ def clue_plan(query: str, clues: Sequence[str], settings: ClueEvidenceSettings, 
     queries = (query, *clues)
     weights = (float(settings.query_weight),) + (1.0,) * len(clues)
     if settings.memorag_evidence == "reference":
-        return RetrievalPlan(queries, weights, settings.memorag_hits, union=True, budgeted=False)
+        return RetrievalPlan(queries, weights, settings.memorag_hits, union=True, budgeted=False,
+                             query_hits=hits_per_query)
     if settings.memorag_evidence == "union":
         return RetrievalPlan(queries, weights, settings.memorag_hits, union=True)
     return RetrievalPlan(queries, weights, hits_per_query)

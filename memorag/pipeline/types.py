@@ -107,7 +107,8 @@ class PipelineConfig:
     # modes compared at equal evidence), or "fusion" (each retrieves `hits_per_query`, lists fused with
     # the query weighing `query_weight`, cut to `evidence_tokens`)
     memorag_evidence: Literal["reference", "union", "fusion"] = "reference"
-    memorag_hits: int = 3  # reference and union: hits of the query and of each clue (the reference's k)
+    memorag_hits: int = 3  # reference: hits of each clue (the reference's k; the query takes hits_per_query);
+    # union: of the query and of each clue
     query_weight: float = 2.0  # fusion: weight of the query's own hits (each clue weighs 1)
     fusion: Literal["rrf", "score"] = "rrf"
     # most evidence tokens given to the generator (also capped by its window); the clue-driven modes under

@@ -170,3 +170,15 @@ def test_no_draft_is_offered_under_the_round_robin(monkeypatch):
                        memorag_evidence="union")
     answer = rag.ask(QUERY, mode="memorag")
     assert answer.offered_draft == "" and "The answer might be" not in generator.prompts[-1]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_with_the_default_depths_memorag_holds_every_chunk_of_the_rag_mode(monkeypatch, seed):
+    """rag's query retrieves 6 and each clue 3 (the defaults): rag's chunks at ranks 4 to 6 stay in
+    memorag's evidence too, whatever the clues fetch."""
+    picks = random.Random(seed)
+    lists = {QUERY: picks.sample(range(8), 6), **{clue: picks.sample(range(8), 3) for clue in CLUES}}
+    rag = rag_on_lists(monkeypatch, lists, evidence_tokens=96, hits_per_query=6, memorag_hits=3)
+    rag_docs = doc_numbers(rag.ask(QUERY, mode="rag"))
+    assert len(rag_docs) > 3 and set(rag_docs) <= set(lists[QUERY])
+    assert set(rag_docs) <= set(doc_numbers(rag.ask(QUERY, mode="memorag")))
