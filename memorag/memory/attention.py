@@ -35,7 +35,7 @@ from torch.nn.attention.bias import causal_lower_right
 from .cache import MemoryCache
 from .families import Family
 from .linear import is_plain_linear, sequences_alone
-from .tables import RowSplit, full_mask
+from .masks import RowSplit, full_mask
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

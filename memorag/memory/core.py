@@ -37,7 +37,7 @@ from .families import family_of
 from .linear import MemoryLinear, sequences_alone, use_memory_linears
 from .schedule import ContextTooLongError, Piece, RatioOf, ScheduleState, choose_ratio, plan, ratio_function
 from .state import Memory, WeightsHash, check_identity, identity_of
-from .tables import RowSplit, bucket_bias, compaction_rows, piece_mask, row_split
+from .masks import RowSplit, bucket_bias, compaction_rows, piece_mask, row_split
 
 StepKind = Literal["window", "decode"]
 
