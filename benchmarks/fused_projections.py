@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from memorag.benchmarking.shapes import SHAPES, shape_config
 from memorag.machine import cpu_model
 from memorag.memory.schedule import Piece
-from memorag.memory.tables import RowSplit
+from memorag.memory.masks import RowSplit
 
 
 def _weights(out_features: list[int], hidden: int, dtype: torch.dtype) -> list[torch.Tensor]:

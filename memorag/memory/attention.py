@@ -35,7 +35,7 @@ from torch.nn.attention.bias import causal_lower_right
 from .cache import MemoryCache
 from .families import Family
 from .linear import is_plain_linear, sequences_alone
-from .tables import RowSplit, full_mask
+from .masks import RowSplit, full_mask
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -124,12 +124,11 @@ KERNELS: dict[str, Kernel] = {"sdpa": sdpa, "eager": eager, "flash_attention_2":
 
 # -- the step contexts ----------------------------------------------------------------------------
 class StepContext(Protocol):
-    """What every layer of one step is given: which rows are memory tokens, the dtype of the cache, whether
-    the cache holds rotated keys, and where the keys go and what they attend over."""
+    """What every layer of one step is given: which rows are memory tokens, the dtype of the cache, and
+    where the keys (rotated to their positions) go and what they attend over."""
 
     rows: RowSplit | None  # which rows are memory tokens (None: all raw)
     dtype: torch.dtype | None  # the cache's dtype (the base model's), so all rows agree
-    rotated_keys: bool
 
     def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> torch.Tensor:
@@ -149,10 +148,6 @@ class WindowStep:
     implementation: str = "sdpa"
     dtype: torch.dtype | None = None
 
-    @property
-    def rotated_keys(self) -> bool:
-        return self.cache.rotated_keys
-
     # Never compiled: the cache write and the number of keys change from window to window, so compiled
     # layers (memory/compiled.py) break their graph here. The layer's index is read here, not in the
     # compiled code, so that one graph serves every layer; the output leaves contiguous, one layout.
@@ -160,7 +155,6 @@ class WindowStep:
     def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> torch.Tensor:
         keys, values = self.cache.write(attention.layer_idx, key, value)  # [B, H_kv, S, d]
-        keys = self.cache.read_keys(keys)
         kernel = KERNELS[self.implementation]
         return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups).contiguous()
 
@@ -177,8 +171,6 @@ class BufferStep:
     rows: RowSplit | None  # which of the T rows is the memory token (None: one raw row)
     dtype: torch.dtype
     implementation: str = "sdpa"
-
-    rotated_keys = True  # buffers hold keys rotated to their positions
 
     def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> torch.Tensor:
@@ -205,10 +197,6 @@ class PackedStep:
     bounds: list[int]
     rows: RowSplit | None = None
     dtype: torch.dtype | None = None
-
-    @property
-    def rotated_keys(self) -> bool:
-        return all(step.rotated_keys for step in self.steps)
 
     @torch.compiler.disable  # as `WindowStep.attend`
     def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
@@ -392,9 +380,7 @@ class MemoryAttention(nn.Module):
             key = getattr(self.base_layer, self.qk_norms[1])(key)
         query, key = query.transpose(1, 2), key.transpose(1, 2)  # [B, H(_kv), T, d]
         cos, sin = position_embeddings
-        query = apply_rope(query, cos, sin)
-        if memory_step.rotated_keys:
-            key = apply_rope(key, cos, sin)
+        query, key = apply_rope(query, cos, sin), apply_rope(key, cos, sin)
         out = memory_step.attend(self, query, key, value).reshape(batch, num_rows, -1)  # [B, T, H * d]
         out_parts = rows.split(out) if rows is not None and "o" in self.memory else None
         return self._project("o", out, out_parts, rows), None

@@ -13,9 +13,6 @@ Two write modes:
 - functional (whenever autograd records): every write makes a new tensor, so
   gradients flow from later windows through the memory into earlier windows.
 
-`rotated_keys=False` stores unrotated keys and rotates the whole cache at every read:
-the costly way (O(memory) per step), kept only as the reference the tests compare to.
-
 Decoding steps (one raw token, in place) read the whole buffers `[B, H_kv, capacity, d]`
 instead of the valid rows, with a mask over the rows not yet written (`ensure_capacity`
 grows the buffers before such a step, so the mask and every kernel see one shape from
@@ -67,7 +64,6 @@ class MemoryCache:
         keys: list[torch.Tensor] | None = None,
         values: list[torch.Tensor] | None = None,
         functional: bool = False,
-        rotated_keys: bool = True,
         allocation: Allocation | None = None,
     ) -> None:
         self.num_layers = num_layers
@@ -76,9 +72,7 @@ class MemoryCache:
         self.keys: list[torch.Tensor | None] = list(keys) if keys is not None else [None] * num_layers
         self.values: list[torch.Tensor | None] = list(values) if values is not None else [None] * num_layers
         self.functional = functional
-        self.rotated_keys = rotated_keys
         self.allocation = allocation or Allocation()
-        self.positions: torch.Tensor | None = None  # [length], kept only when keys are unrotated
 
     @classmethod
     def continuing(cls, keys: list[torch.Tensor], values: list[torch.Tensor], state: ScheduleState, rotate: Rotate,
@@ -142,17 +136,6 @@ class MemoryCache:
             grown[:, :, :keep] = buffer[:, :, :keep]
         return grown
 
-    def note_positions(self, positions: torch.Tensor) -> None:
-        """Record the positions of rows about to be written (reference mode only)."""
-        if not self.rotated_keys:
-            self.positions = positions if self.positions is None else torch.cat([self.positions[: self.length], positions])
-
-    def read_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """Keys as attention needs them: rotated (reference mode rotates all of them now)."""
-        if self.rotated_keys:
-            return keys
-        return self.rotate(keys, self.positions[: keys.shape[2]])
-
     # -- window bookkeeping -----------------------------------------------------------------
     def advance(self, state: ScheduleState) -> None:
         """Commit a written piece."""
@@ -172,9 +155,8 @@ class MemoryCache:
         source = memory_rows + entries  # [m]
         moved_k = [k.index_select(2, source) for k in self.keys]  # per layer [B, H_kv, m, d]
         moved_v = [v.index_select(2, source) for v in self.values]
-        if self.rotated_keys:
-            batch = moved_k[0].shape[0]
-            moved_k = list(self.rotate(torch.cat(moved_k), shift).split(batch))  # [L * B, H_kv, m, d] rotated
+        batch = moved_k[0].shape[0]
+        moved_k = list(self.rotate(torch.cat(moved_k), shift).split(batch))  # [L * B, H_kv, m, d] rotated
         for layer in range(self.num_layers):
             k, v = self.keys[layer], self.values[layer]
             if self._functional_for(moved_k[layer]) or self._functional_for(moved_v[layer]):
@@ -183,8 +165,6 @@ class MemoryCache:
             else:
                 k[:, :, entries : entries + count] = moved_k[layer]
                 v[:, :, entries : entries + count] = moved_v[layer]
-        if not self.rotated_keys:
-            self.positions = torch.arange(entries + count, device=source.device)
         self.state = new_state
 
     # -- export -------------------------------------------------------------------------

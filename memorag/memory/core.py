@@ -37,7 +37,7 @@ from .families import family_of
 from .linear import MemoryLinear, sequences_alone, use_memory_linears
 from .schedule import ContextTooLongError, Piece, RatioOf, ScheduleState, choose_ratio, plan, ratio_function
 from .state import Memory, WeightsHash, check_identity, identity_of
-from .tables import RowSplit, bucket_bias, compaction_rows, piece_mask, row_split
+from .masks import RowSplit, bucket_bias, compaction_rows, piece_mask, row_split
 
 StepKind = Literal["window", "decode"]
 
@@ -179,12 +179,10 @@ class MemoryCore(nn.Module):
         """Window index -> ratio: `fixed` for every window, or (None) each window's seeded draw."""
         return ratio_function(self.config, fixed, seed)
 
-    def new_cache(self, memory: Memory | None = None, reserve: int = 0, functional: bool = False,
-                  rotated_keys: bool = True) -> MemoryCache:
+    def new_cache(self, memory: Memory | None = None, reserve: int = 0, functional: bool = False) -> MemoryCache:
         """A working cache: empty, or a copy of `memory` with room for `reserve` more rows."""
         if memory is None:
-            return MemoryCache(len(self.layers), self.rotate, functional=functional, rotated_keys=rotated_keys,
-                               allocation=Allocation(reserve))
+            return MemoryCache(len(self.layers), self.rotate, functional=functional, allocation=Allocation(reserve))
         self.check_memory(memory)
         return MemoryCache.continuing(memory.keys, memory.values, memory.state, self.rotate, self.device,
                                       functional=functional, reserve=reserve)
@@ -251,13 +249,11 @@ class MemoryCore(nn.Module):
         mask = piece_mask(self.config.attention, piece, positions.device)
         context = WindowStep(cache, KeysSeen(prefix=piece.num_entries, mask=mask), rows=rows,
                              implementation=self.config.attn_implementation, dtype=self.base_dtype)
-        cache.note_positions(positions[0])
         return PieceRows(hidden, positions, rows, context)
 
     def _decode_rows(self, item: StepInput) -> PieceRows:
         piece, cache = item.piece, item.cache
-        if (piece.num_raw != 1 or cache.keys[0] is None or cache.functional or not cache.rotated_keys
-                or torch.is_grad_enabled() or cache.keys[0].shape[0] != item.input_ids.shape[0]):
+        if (piece.num_raw != 1 or cache.keys[0] is None or cache.functional or torch.is_grad_enabled() or cache.keys[0].shape[0] != item.input_ids.shape[0]):
             raise ValueError("a decoding step reads one raw token into an allocated cache of its batch, in place, "
                              "without autograd; read other pieces as window steps")
         hidden, positions, rows = self._embedded_rows(item)
@@ -323,8 +319,6 @@ class MemoryCore(nn.Module):
         if not len(token_ids) == len(caches) == len(ratio_of):
             raise ValueError(f"{len(token_ids)} token sequences, {len(caches)} caches and {len(ratio_of)} ratio "
                              "functions; give one cache and one ratio function per sequence")
-        if len({cache.rotated_keys for cache in caches}) > 1:
-            raise ValueError("the caches of one batch must all store rotated keys, or all unrotated ones")
         plans = [plan_steps(ids, cache, self.config.window, ratio)
                  for ids, cache, ratio in zip(token_ids, caches, ratio_of, strict=True)]
         last: list[torch.Tensor | None] = [None] * len(caches)

@@ -39,7 +39,7 @@ from .cache import CacheBlock, MemoryCache, bucketed
 from .core import MemoryCore, StepInput, plan_steps
 from .schedule import ScheduleState
 from .state import Memory
-from .tables import bucket_bias, raw_then_memory, self_only_bias
+from .masks import bucket_bias, raw_then_memory, self_only_bias
 
 logger = logging.getLogger(__name__)
 

@@ -155,4 +155,10 @@ def test_memory_rows_are_inserted_and_biases_started_in_one_place():
     inserts = [name for name, text in sources.items() for _ in re.finditer(r"memory_embedding\.to\(", text)]
     assert inserts == ["core.py"]
     fills = [name for name, text in sources.items() for _ in re.finditer(r"float\(\"-inf\"\)", text)]
-    assert fills == ["tables.py"]
+    assert fills == ["masks.py"]
+
+
+def test_reference_only_modes_live_in_the_tests():
+    """The product caches keys rotated, one way: the cache that re-rotates every key at every read is the
+    tests' reference (tests/memory/test_streaming.py), not a flag of the product."""
+    assert not [name for name, text in _sources().items() if "rotated_keys" in text or "read_keys" in text]

@@ -2,7 +2,26 @@
 
 import torch
 
+from memorag.memory.cache import MemoryCache, Rotate
+
 from .conftest import random_ids, tiny_memory_model
+
+
+class ReRotatingCache(MemoryCache):
+    """The reference a rotated-key cache is checked against, the costly way (O(memory) per step): keys kept
+    unrotated, moved unrotated when a window is compacted, and every key rotated from position 0 at every
+    read. A row's position is its row in the cache, so the layer's rotated keys are turned back by it."""
+
+    def __init__(self, num_layers: int, rotate: Rotate) -> None:
+        super().__init__(num_layers, lambda keys, offsets: keys)  # compaction moves keys as they are
+        self.rotate_from_origin = rotate
+
+    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        start = self.length
+        offsets = torch.arange(start, start + keys.shape[2], device=keys.device)
+        stored_keys, stored_values = super().write(layer, self.rotate_from_origin(keys, -offsets), values)
+        positions = torch.arange(stored_keys.shape[2], device=keys.device)
+        return self.rotate_from_origin(stored_keys, positions), stored_values
 
 
 def test_one_memorize_call_equals_several(family):
@@ -75,7 +94,7 @@ def test_rotated_key_cache_equals_rerotating_every_step():
     results = []
     with torch.no_grad():
         for rotated in (True, False):
-            cache = model.new_cache(rotated_keys=rotated)
+            cache = model.new_cache() if rotated else ReRotatingCache(len(model.layers), model.rotate)
             hidden = []
             for start in range(0, 100, 7):  # many steps, many compactions
                 hidden += model.feed(ids[:, start : start + 7], cache, keep_hidden=True)
