@@ -24,7 +24,7 @@ import torch
 from torch.nn import functional as F
 
 from memorag.benchmarking.shapes import SHAPES, shape_config
-from memorag.machine import cpu_model
+from memorag.benchmarking.machine import cpu_model
 from memorag.memory.schedule import Piece
 from memorag.memory.tables import RowSplit
 

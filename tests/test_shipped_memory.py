@@ -15,7 +15,7 @@ import torch
 
 from memorag.memory import MemoryConfig, MemoryModel
 from memorag.memory.checkpoint import CONFIG, read_memory_weights_config
-from memorag.models import (
+from memorag.generation.models import (
     SHIPPED_MEMORY_DIR,
     is_memory_weights_id,
     memory_weights_are_untrained,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memorag.datasets.schema import EvalExample
+from memorag.evaluation.datasets.schema import EvalExample
 from memorag.evaluation import metrics
 
 Scorer = Callable[[str, EvalExample], float]

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memorag import prompts
+from memorag.prompting import prompts
 from memorag.errors import SaveFormatError
 from memorag.lite.windows import GistWindow
 from memorag.retrieval.chunking import Document

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from memorag import prompts
+from memorag.prompting import prompts
 from memorag.lite.memory import Gist
 from memorag.lite.windows import GistWindow
 

@@ -27,7 +27,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from memorag.chat_layout import PromptLayout
+from memorag.prompting.chat_layout import PromptLayout
 
 from .attention import BufferStep, KeysSeen, MemoryAttention, PackedRows, PieceRows, WindowStep, apply_rope
 from .cache import Allocation, MemoryCache

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from memorag.errors import UnknownModeError
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.results import Answer, AskHooks, timed
+from memorag.modes.results import Answer, AskHooks, timed
 
 
 class Mode(ABC):

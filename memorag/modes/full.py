@@ -22,7 +22,7 @@ import numpy as np
 from memorag.errors import PipelineError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
-from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
+from memorag.modes.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
 from memorag.retrieval.chunking import token_spans
 
 

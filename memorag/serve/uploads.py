@@ -24,7 +24,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from memorag.documents.options import ReadOptions
-from memorag.memtrim import release_memory
+from memorag.runtime.memtrim import release_memory
 from memorag.pipeline import InputError
 from memorag.retrieval.chunking import Document
 from memorag.serve.bodies import UnreadableFilesError, Upload

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from memorag.data import PackedBatches, PackingSpec, collate_sequences, expand_files, rank_slice, read_blocks
-from memorag.data.sources import Block
+from memorag.training.data import PackedBatches, PackingSpec, collate_sequences, expand_files, rank_slice, read_blocks
+from memorag.training.data.sources import Block
 from memorag.training.config import DataSection
 
 

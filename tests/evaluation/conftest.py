@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memorag.config import config_from_dict
-from memorag.datasets.schema import CorpusTask, EvalExample, save_corpus_task, write_examples
+from memorag.evaluation.datasets.schema import CorpusTask, EvalExample, save_corpus_task, write_examples
 from memorag.evaluation import EvalConfig, Models
 from memorag.generation import Generator
 from memorag.retrieval.chunking import Document

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from memorag.datasets.schema import EvalExample
+from memorag.evaluation.datasets.schema import EvalExample
 from memorag.evaluation.clue_recall import clue_recall
 from memorag.pipeline.search import search
 from tests.modes.test_memorag_evidence import CLUES, DOCUMENTS, QUERY, FakeClueMemoryModel

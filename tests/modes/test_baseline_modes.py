@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import memorag.pipeline  # noqa: F401 - first: importing memorag.modes before it is an import cycle
-from memorag import prompts
+from memorag.prompting import prompts
 from memorag.modes.rqrag import parse_queries
 from memorag.pipeline import Evidence, PipelineConfig, PipelineError
 from memorag.retrieval import Document

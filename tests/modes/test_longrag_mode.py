@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from memorag import prompts
-from memorag.cli import _overrides, build_parser
+from memorag.prompting import prompts
+from memorag.commands.main import _overrides, build_parser
 from memorag.config import ConfigError, load_config
 from memorag.modes.longrag import LongRAGSettings, short_answer
 from memorag.pipeline import MemoRAG, PipelineConfig

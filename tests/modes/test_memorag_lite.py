@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memorag import prompts
+from memorag.prompting import prompts
 from memorag.generation import Generator
 from memorag.lite import GistMemoryTooLongError, GistSettings, gist_windows
 from memorag.pipeline import MemoRAG

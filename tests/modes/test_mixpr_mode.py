@@ -9,8 +9,8 @@ import logging
 import numpy as np
 import pytest
 
-from memorag import prompts
-from memorag.cli import _overrides, build_parser
+from memorag.prompting import prompts
+from memorag.commands.main import _overrides, build_parser
 from memorag.config import ConfigError, load_config
 from memorag.modes.mixpr import MixPRSettings
 from memorag.pipeline import MemoRAG, PipelineConfig

@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from memorag.memtrim import can_trim, release_memory
+from memorag.runtime.memtrim import can_trim, release_memory
 from memorag.pipeline import available_modes
 from tests.pipeline.conftest import FakeEchoGenerator, corpus_documents, make_rag, topic
 
