@@ -269,3 +269,49 @@ def test_inside_the_memory_package_every_module_points_down():
     below_core = {f"memorag.memory.{name}" for name in ("config", "families", "schedule", "tables", "linear",
                                                         "cache", "attention", "compiled", "state")}
     assert not {module for module in below_core if "memorag.memory.core" in graph[module]}
+
+
+# The shape of the package: a top level of packages, no alias modules, one name for one job.
+TOP_LEVEL = {"__init__", "__main__", "config", "errors"}  # the public config and errors every package shares
+# A name in several packages for the same job, each package's own: its settings, its errors, its abstract class.
+SAME_JOB = {"__init__", "__main__", "config", "errors", "base"}
+# Names still held by two packages with different jobs; this list only shrinks (a rename removes its entry).
+TO_RENAME = {"longrag", "mixpr", "sources", "store", "windows", "worker"}
+
+
+def test_the_top_level_holds_at_most_six_modules():
+    found = {path.stem for path in PACKAGE.glob("*.py")}
+    assert len(found) <= 6 and found <= TOP_LEVEL, f"move {sorted(found - TOP_LEVEL)} into the package that uses it"
+
+
+def _only_reexports(tree: ast.Module) -> bool:
+    body = [node for node in tree.body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+    imports = [node for node in body if isinstance(node, (ast.Import, ast.ImportFrom))
+               and not (isinstance(node, ast.ImportFrom) and node.module == "__future__")]
+    rest = [node for node in body if node not in imports and not (isinstance(node, ast.ImportFrom)
+                                                                     and node.module == "__future__")]
+    all_only = all(isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__all__"]
+                   for node in rest)
+    return bool(imports) and all_only
+
+
+def test_the_reexport_check_finds_an_alias_module():
+    assert _only_reexports(ast.parse('"""Old name."""\nfrom memorag.x import *  # noqa\n'))
+    assert not _only_reexports(ast.parse("from memorag.x import y\n\ndef z():\n    return y\n"))
+
+
+def test_no_module_only_reexports_another():
+    """A package's `__init__` may gather its names; any other module that only imports is an alias: its users
+    import the real module."""
+    aliases = [str(path.relative_to(ROOT)) for path in PACKAGE.rglob("*.py")
+               if path.name != "__init__.py" and _only_reexports(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not aliases, f"alias modules (import the real module instead): {aliases}"
+
+
+def test_no_module_name_in_two_packages_with_different_jobs():
+    homes: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        homes.setdefault(path.stem, set()).add(str(path.parent.relative_to(ROOT)))
+    shared = {name for name, folders in homes.items() if len(folders) > 1}
+    assert shared - SAME_JOB <= TO_RENAME, f"name it for its job: {sorted(shared - SAME_JOB - TO_RENAME)}"
+    assert TO_RENAME <= shared, f"renamed, drop from TO_RENAME: {sorted(TO_RENAME - shared)}"
