@@ -25,7 +25,7 @@ TEXT_NAME = "kjv_ruth_esther_jonah.txt"
 
 
 def _text_path() -> Path:
-    for root in (Path(__file__).resolve().parent.parent, Path.cwd()):
+    for root in (Path(__file__).resolve().parents[2], Path.cwd()):
         path = root / "examples" / TEXT_NAME
         if path.is_file():
             return path

@@ -279,7 +279,7 @@ AUTO_MEMORY = "auto"  # the shipped trained weights for the embedded LM; untrain
 SHIPPED_MEMORY = "embedded"  # the memory weights trained for the embedded SmolLM2, shipped in this package
 UNTRAINED_MEMORY = "untrained"  # copies of the base model's projections (what training starts from)
 MEMORY_WEIGHT_NAMES = frozenset({AUTO_MEMORY, SHIPPED_MEMORY, UNTRAINED_MEMORY})
-SHIPPED_MEMORY_DIR = Path(__file__).resolve().parent / "weights" / "memory-smollm2-135m-instruct"
+SHIPPED_MEMORY_DIR = Path(__file__).resolve().parents[1] / "weights" / "memory-smollm2-135m-instruct"
 
 
 def is_memory_weights_name(text: str | os.PathLike[str] | None) -> bool:

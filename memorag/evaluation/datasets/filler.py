@@ -44,7 +44,7 @@ FILLER_KINDS: tuple[str, ...] = ("kjv", "noise")
 
 KJV_INSTALL_COMMAND = "apt-get update && apt-get install -y bible-kjv bible-kjv-text"
 KJV_FULL_RANGE = "Gen1:1-Rev22:21"
-KJV_FALLBACK_FILE = Path(__file__).resolve().parents[2] / "examples" / "kjv_ruth_esther_jonah.txt"
+KJV_FALLBACK_FILE = Path(__file__).resolve().parents[3] / "examples" / "kjv_ruth_esther_jonah.txt"
 
 NOISE_SENTENCES: tuple[str, ...] = (
     "The grass is green.",
