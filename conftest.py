@@ -10,6 +10,6 @@ def pytest_report_header(config) -> list[str]:
     import torch
     import transformers
 
-    from memorag.models import cache_dir
+    from memorag.generation.models import cache_dir
 
     return [f"torch {torch.__version__}, transformers {transformers.__version__}, model cache {cache_dir()}"]

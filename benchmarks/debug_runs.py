@@ -7,7 +7,7 @@ Runs `python train/pretrain.py --config configs/debug.yaml` and then
 each into a fresh temporary `checkpoint.output_dir` (the configs' own folders would
 resume a finished run and return at once). The time is the whole command: interpreter
 start, imports, model build, training, the held-out check and the saves. Prints a table
-and writes JSON with the machine (`memorag.machine`) and every run's summary line.
+and writes JSON with the machine (`memorag.benchmarking.machine`) and every run's summary line.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from memorag.io import atomic_write_text
-from memorag.machine import load_average, machine_record
+from memorag.benchmarking.machine import load_average, machine_record
+from memorag.storage.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {"pretrain": ["train/pretrain.py", "--config", "configs/debug.yaml"],

@@ -21,7 +21,7 @@ batch alone.
 Every decoding is forced to its full length (`min_new_tokens`); a step's time is between
 two device synchronizations (memorag/benchmarking/clock.py); the first `--warmup-steps`
 steps after prefill are left out. The bound of a step is every weight and every cached key
-and value read once at the device's measured copy rate (`memorag.roofline.decode_bound_s`);
+and value read once at the device's measured copy rate (`memorag.benchmarking.roofline.decode_bound_s`);
 the GEMM and attention peaks are measured in the same run and recorded beside it. Peak
 memory is per decoding (torch.cuda.max_memory_allocated on CUDA, peak RSS on the CPU).
 Prints a markdown table and writes JSON (`--json`, default results/benchmarks/decode-HOST.json).
@@ -38,9 +38,9 @@ from pathlib import Path
 
 from memorag.benchmarking.clock import TokenClock
 from memorag.benchmarking.device import BenchDevice, add_device_options, short_dtype
+from memorag.benchmarking.machine import load_average, machine_record
+from memorag.benchmarking.roofline import Shape, decode_bound_s
 from memorag.benchmarking.shapes import SHAPES, random_base
-from memorag.machine import load_average, machine_record
-from memorag.roofline import Shape, decode_bound_s
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
 

@@ -23,10 +23,10 @@ import time
 import torch
 from torch.nn import functional as F
 
+from memorag.benchmarking.machine import cpu_model
 from memorag.benchmarking.shapes import SHAPES, shape_config
-from memorag.machine import cpu_model
-from memorag.memory.schedule import Piece
 from memorag.memory.masks import RowSplit
+from memorag.memory.schedule import Piece
 
 
 def _weights(out_features: list[int], hidden: int, dtype: torch.dtype) -> list[torch.Tensor]:

@@ -74,7 +74,7 @@ run_set() {  # run_set TREE DEST: the GPU set with TREE's scripts, JSON and logs
         step train-7b-compiled train.py --shape qwen2-7b --windows 1024 --batches 1 --tokens 16384 --stages pretrain \
             --memory-rank 0 --steps 2 --compile-windows --json "$dest/train-7b-compiled.json"
     fi
-    if [ -n "${DRY_RUN:-}" ] || PYTHONPATH="$tree" "$PYTHON" -c "from memorag.models import resolve_lm; resolve_lm(None)" >/dev/null 2>&1; then
+    if [ -n "${DRY_RUN:-}" ] || PYTHONPATH="$tree" "$PYTHON" -c "from memorag.generation.models import resolve_lm; resolve_lm(None)" >/dev/null 2>&1; then
         step pipeline pipeline.py --quick --out "$dest/pipeline.json"
     else
         echo "pipeline: skipped (the embedded models are not installed here)" | tee "$dest/pipeline.log"

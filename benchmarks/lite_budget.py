@@ -14,10 +14,10 @@ from typing import Any
 
 from transformers import AutoTokenizer
 
-from memorag.embedded import resolve_lm
 from memorag.generation.base import Generator
 from memorag.lite import GistMemory, GistSettings, gist_windows, plan_gist_budget
 from memorag.retrieval.chunking import Document
+from memorag.runtime.embedded import resolve_lm
 
 
 class FakeCountingGenerator(Generator):

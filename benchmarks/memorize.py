@@ -50,8 +50,8 @@ from pathlib import Path
 
 from memorag.benchmarking.baseline import AFTER, BEFORE, alternate, compare_seconds, revision, run_script
 from memorag.benchmarking.device import BenchDevice, add_device_options, dtype_option
+from memorag.benchmarking.roofline import Shape, bounds, memorize_flops
 from memorag.benchmarking.shapes import SHAPES, random_base, shape_config
-from memorag.roofline import Shape, bounds, memorize_flops
 
 DEFAULTS = {"device": "cpu", "shape": "smollm2-135m", "window": 1024}
 
@@ -68,7 +68,7 @@ def run_cell(mode: str, length: int, ratio: int, dtype_name: str, args: argparse
     if args.embedded:
         from transformers import AutoModelForCausalLM
 
-        from memorag.models import resolve_lm
+        from memorag.generation.models import resolve_lm
 
         base = AutoModelForCausalLM.from_pretrained(resolve_lm(None), dtype=dtype).to(device.torch_device)
         base.config.max_position_embeddings = max(base.config.max_position_embeddings, 65536)
@@ -157,7 +157,7 @@ def compare(args, lengths: list[int]) -> None:
               f"{row['before_over_after']:.3f} | {row['after_bound_s']:.1f} | {row['after_bound_s'] / row['after']:.0%} |")
     out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "results" / "benchmarks" / f"memorize-compare-{platform.node()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    from memorag.machine import cpu_model
+    from memorag.benchmarking.machine import cpu_model
 
     machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": cpu_model(),
                "before": revision(there), "after": revision(here), "repeats": args.repeats, **device.record()}
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     import torch
 
-    from memorag.machine import cpu_model
+    from memorag.benchmarking.machine import cpu_model
 
     machine = {"host": platform.node(), "cpus": __import__("os").cpu_count(), "processor": cpu_model(),
                "torch": torch.__version__, **device.record(),

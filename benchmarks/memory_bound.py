@@ -9,14 +9,14 @@ One set of models (the embedded ones) is loaded once and shared by every corpus,
 different stretch of KJV filler of `--tokens` tokens, asks one question (the memorag
 mode: clues, retrieval, an answer; `--clue-tokens` and `--answer-tokens` bound the
 generations), and drops the pipeline with `del`, as a plain Python loop would (no
-explicit garbage collection; `--release` adds `memorag.memtrim.release_memory()` after
+explicit garbage collection; `--release` adds `memorag.runtime.memtrim.release_memory()` after
 each step, as `memorag serve` does when it drops a corpus). After each step it records
 the resident set (RSS, /proc/self/statm) and, with --tracemalloc, the bytes Python
 itself holds. The slope is a least-squares fit of RSS over the steps after the first
 two (the first steps fill caches and allocator pools once). Prints a table and writes
 JSON to results/benchmarks/memory_bound.json (or --out), with the slope over the second
 half of the steps (`slope_last_half_mb_per_corpus`) and the kernel cache capacities
-the run had (memorag/kernel_caches.py). As the code before those caches were bounded
+the run had (memorag/runtime/kernel_caches.py). As the code before those caches were bounded
 ran (the libraries' own capacities), for a comparison:
 
     ONEDNN_PRIMITIVE_CACHE_CAPACITY=1024 LRU_CACHE_CAPACITY=1024 python benchmarks/memory_bound.py
@@ -46,14 +46,14 @@ def peak_rss_mb() -> float | None:
 
 def slope_mb_per_step(values: list[float], skip: int = 2) -> float:
     """Least-squares slope of `values` against their index, ignoring the first `skip` (MB per step)."""
-    from memorag.memtrim import slope_per_step
+    from memorag.runtime.memtrim import slope_per_step
 
     return slope_per_step(values, skip)
 
 
 def corpus_text(tokenizer, tokens: int, step: int) -> str:
     """About `tokens` tokens of KJV filler, a different stretch for every step."""
-    from memorag.datasets.filler import filler_text
+    from memorag.evaluation.datasets.filler import filler_text
 
     words = int(tokens / 1.35)
     text = filler_text(words, start_unit=step * 997)
@@ -64,8 +64,8 @@ def corpus_text(tokenizer, tokens: int, step: int) -> str:
 
 def kernel_caches_in_effect() -> dict[str, str | None]:
     """The kernel cache capacities this process runs with (`import memorag` sets them unless the
-    environment does; see memorag/kernel_caches.py)."""
-    from memorag.kernel_caches import KERNEL_CACHE_VARIABLES
+    environment does; see memorag/runtime/kernel_caches.py)."""
+    from memorag.runtime.kernel_caches import KERNEL_CACHE_VARIABLES
 
     return {variable: os.environ.get(variable) for variable in KERNEL_CACHE_VARIABLES}
 
@@ -88,9 +88,9 @@ def run(corpora: int, tokens: int, release: bool, trace: bool, show_progress: bo
         on_step=None) -> dict:
     """Memorize, ask and drop `corpora` corpora; stops early (with what it measured) after `max_seconds`.
     `on_step(partial_result)` is called after every corpus."""
-    from memorag.cli import _quiet_libraries
-    from memorag.memtrim import release_memory, resident_mb
+    from memorag.commands.main import _quiet_libraries
     from memorag.pipeline import MemoRAG
+    from memorag.runtime.memtrim import release_memory, resident_mb
 
     _quiet_libraries()
     if trace:
@@ -155,7 +155,7 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     environment = {key: value for key, value in os.environ.items()  # as given, before `import memorag` sets any
                    if key.startswith(("MALLOC_", "ONEDNN_", "DNNL_", "OMP_", "LRU_"))}
-    from memorag.machine import load_average, machine_record
+    from memorag.benchmarking.machine import load_average, machine_record
 
     load_before = load_average()
     out = Path(args.out)

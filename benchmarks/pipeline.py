@@ -41,7 +41,7 @@ the process's peak resident set (VmHWM) and, on CUDA, torch.cuda.max_memory_allo
 The device options (`--device`, `--dtype`, default auto: the checkpoints' own, `--threads`)
 are the shared ones of memorag/benchmarking/device.py; the models load there. Beside the
 memorize stage: its tokens/s and a lower bound on its time from the GEMM and attention
-peaks measured in the same run (`memorag.roofline`, counting the whole windows only, so
+peaks measured in the same run (`memorag.benchmarking.roofline`, counting the whole windows only, so
 it stays a lower bound). Prints a markdown table and writes JSON to
 results/benchmarks/pipeline.json (or --out).
 """
@@ -59,7 +59,7 @@ from pathlib import Path
 
 from memorag.benchmarking.baseline import AFTER, BEFORE, compare_runs, run_until_line, without_options
 from memorag.benchmarking.device import BenchDevice, add_device_options
-from memorag.machine import load_average, machine_record
+from memorag.benchmarking.machine import load_average, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "examples" / "kjv_ruth_esther_jonah.txt"
@@ -75,7 +75,7 @@ def reload_in_fresh_process(directory: str, threads: int | None, device: str, dt
     code = (
         "import json, sys, time\n"
         + (f"import torch; torch.set_num_threads({threads})\n" if threads else "")
-        + "from memorag.cli import _quiet_libraries; _quiet_libraries()\n"
+        + "from memorag.commands.main import _quiet_libraries; _quiet_libraries()\n"
         "started = time.perf_counter()\n"
         "from memorag.pipeline import MemoRAG\n"
         f"rag = MemoRAG.load({directory!r}, device={device!r}, dtype={dtype!r})\n"
@@ -198,7 +198,7 @@ def compare_clue_stage_with_baseline(args, argv: list[str]) -> dict:
 
 def weights_description(rag) -> dict:
     """Which memory weights the pipeline loaded: in words, and by the hash of their parameters."""
-    from memorag.embedded import describe_memory_weights
+    from memorag.runtime.embedded import describe_memory_weights
 
     return {"loaded": describe_memory_weights(rag.config.memory_model, rag.config.memory_weights),
             "parameters_sha256": rag.memory_model.memory_weights_hash()}
@@ -206,7 +206,7 @@ def weights_description(rag) -> dict:
 
 def memorize_bound(rag, device: BenchDevice, args) -> dict:
     """The memorize stage against its lower bound: the device's peaks now, FLOPs of the whole windows."""
-    from memorag.roofline import Shape, bounds, memorize_flops
+    from memorag.benchmarking.roofline import Shape, bounds, memorize_flops
 
     model = rag.memory_model
     shape, window = Shape.of(model.base_model.config), model.config.window
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = load_average()
     device = BenchDevice.from_args(args)
-    from memorag.cli import _quiet_libraries
+    from memorag.commands.main import _quiet_libraries
     from memorag.pipeline import MemoRAG
     from memorag.retrieval import Document
 

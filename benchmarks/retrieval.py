@@ -342,7 +342,7 @@ def main() -> None:
         print(json.dumps(run_case(args.case[0], int(args.case[1]))))
         return
 
-    from memorag.machine import load_average, machine_record
+    from memorag.benchmarking.machine import load_average, machine_record
 
     load_before = load_average()
     results = []

@@ -3,7 +3,7 @@
     python benchmarks/roofline.py                      # FLOPs and bounds for the memorize grid
     python benchmarks/roofline.py --lengths 32768 --ratios 4
 
-The count and the measured rates are `memorag.roofline` (what is counted, and how,
+The count and the measured rates are `memorag.benchmarking.roofline` (what is counted, and how,
 is described there; tests/benchmarks/test_roofline.py checks the count against the
 real calls).
 """
@@ -14,7 +14,7 @@ import argparse
 import json
 from dataclasses import asdict
 
-from memorag.roofline import Shape, bounds, measure_peaks, memorize_flops
+from memorag.benchmarking.roofline import Shape, bounds, measure_peaks, memorize_flops
 
 
 def main() -> None:

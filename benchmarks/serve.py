@@ -181,7 +181,7 @@ def main() -> int:
     if min(args.asks, args.concurrency, args.health_requests, args.chars) < 1 or args.max_seconds <= 0:
         parser.error("counts, --chars and --max-seconds must be positive")
 
-    from memorag.machine import load_average, machine_record
+    from memorag.benchmarking.machine import load_average, machine_record
 
     load_before = load_average()
     deadline = time.monotonic() + args.max_seconds
@@ -191,7 +191,7 @@ def main() -> int:
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     with tempfile.TemporaryDirectory(prefix="memorag-serve-bench-") as store:
-        command = [sys.executable, "-m", "memorag.cli", "serve", "--store", store, "--host", "127.0.0.1",
+        command = [sys.executable, "-m", "memorag.commands.main", "serve", "--store", store, "--host", "127.0.0.1",
                    "--port", str(port), "--log-level", "warning",
                    "--set", f"answer_max_new_tokens={args.max_new_tokens}"]
         started = time.perf_counter()

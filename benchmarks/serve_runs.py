@@ -31,7 +31,7 @@ def start_server(store: str, port: int, args) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
-    command = [sys.executable, "-m", "memorag.cli", "serve", "--store", store, "--host", "127.0.0.1",
+    command = [sys.executable, "-m", "memorag.commands.main", "serve", "--store", store, "--host", "127.0.0.1",
                "--port", str(port), "--log-level", "warning", "--set", f"answer_max_new_tokens={args.max_new_tokens}",
                "--set", "clue_max_new_tokens=16"]
     return subprocess.Popen(command, cwd=ROOT, env=env)
@@ -227,7 +227,7 @@ def _post_quietly(url: str, path: str, body: dict) -> None:
 
 
 def run(args) -> int:
-    from memorag.machine import load_average, machine_record
+    from memorag.benchmarking.machine import load_average, machine_record
 
     load_before = load_average()
     deadline = time.monotonic() + args.max_seconds

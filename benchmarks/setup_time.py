@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memorag.machine import load_average, machine_record
+from memorag.benchmarking.machine import load_average, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ over a length not seen before (101, 114, ... tokens), with garbage collection an
 `malloc_trim` after each; then 8 of the same lengths run again. Growth that stops on
 repeated lengths is a per-shape cache in the native libraries: oneDNN's primitive
 cache and ideep's LRU cache, which `import memorag` now bounds to 64 kernels each
-(memorag/kernel_caches.py), so resident memory stops growing once they are full.
+(memorag/runtime/kernel_caches.py), so resident memory stops growing once they are full.
 Prints RSS lines (raw outputs: results/benchmarks/shape_cache_*.log; `_default` and
 `_onednn_cache_0` were taken before the bound, `_bounded` with it).
 """
@@ -24,9 +24,9 @@ import time
 def main() -> int:
     import torch
 
-    from memorag.cli import _quiet_libraries
+    from memorag.commands.main import _quiet_libraries
     from memorag.memory import MemoryModel
-    from memorag.memtrim import resident_mb, trim_heap
+    from memorag.runtime.memtrim import resident_mb, trim_heap
 
     torch.set_num_threads(1)
     _quiet_libraries()

@@ -23,10 +23,10 @@ only) of the same length.
 
 The bound (`train_step_flops`, checked call by call in tests/benchmarks/test_train_bound.py)
 counts the work a step must do: the forward (every raw and memory row through each layer,
-attention as `memorag.roofline` counts it, and the logits), the backward through the
+attention as `memorag.benchmarking.roofline` counts it, and the logits), the backward through the
 frozen base (input gradients only; weight gradients for the memory projections alone),
 the backward of attention (twice its forward: dQ, dK, dV and the score gradients) and,
-under checkpointing, the recomputed forward. `bounds` from `memorag.roofline` turns it into
+under checkpointing, the recomputed forward. `bounds` from `memorag.benchmarking.roofline` turns it into
 seconds at this machine's measured GEMM peak and fused attention rate; tokens/s of the
 bound is the most a step could do. The logits are counted for the rows that have a label
 (the least a step needs; for SFT this is the target only), so a step that computes more
@@ -67,9 +67,9 @@ from memorag.benchmarking.baseline import (
     without_options,
 )
 from memorag.benchmarking.device import BenchDevice, add_device_options, short_dtype
+from memorag.benchmarking.machine import cpu_model
+from memorag.benchmarking.roofline import Shape, bounds, memorize_scores
 from memorag.benchmarking.shapes import SHAPES, random_base
-from memorag.machine import cpu_model
-from memorag.roofline import Shape, bounds, memorize_scores
 
 VOCAB = 49152  # SmolLM2's vocabulary
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks"
@@ -217,7 +217,7 @@ def run_grid(args) -> dict:
     import torch
 
     if args.shape == "embedded":
-        from memorag.models import resolve_lm  # noqa: F401  (fails early, with the install hint, if missing)
+        from memorag.generation.models import resolve_lm  # noqa: F401  (fails early, with the install hint, if missing)
 
     device = BenchDevice.from_args(args)
     peaks = {}

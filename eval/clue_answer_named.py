@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from memorag.io import atomic_write_text
+from memorag.storage.io import atomic_write_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "results" / "eval" / "clue-recall"
 

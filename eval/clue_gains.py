@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from memorag.evaluation.clue_recall import summarize
-from memorag.io import atomic_write_text
+from memorag.storage.io import atomic_write_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "results" / "eval" / "clue-recall"
 K = 3

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memorag.datasets.schema import CorpusTask
 from memorag.evaluation import load_eval_config
 from memorag.evaluation import recall as recall_lib
-from memorag.io import atomic_write_text
+from memorag.evaluation.datasets.schema import CorpusTask
+from memorag.storage.io import atomic_write_text
 
 QuestionKey = tuple[str, int | None, str]  # task, length, example id
 

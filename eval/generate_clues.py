@@ -32,7 +32,7 @@ from memorag.config import ConfigError, load_config
 from memorag.evaluation.clue_recall import run_clue_recall
 from memorag.evaluation.clue_sources import CLUE_SOURCES
 from memorag.pipeline import PipelineConfig
-from memorag.placement import Placement, add_placement_arguments, placement_overrides
+from memorag.runtime.placement import Placement, add_placement_arguments, placement_overrides
 
 
 def main(argv: list[str] | None = None) -> int:

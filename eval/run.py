@@ -38,7 +38,7 @@ from memorag.evaluation import EvalConfig, EvalError, load_eval_config, run_eval
 from memorag.evaluation.merge import merge_shards
 from memorag.evaluation.shards import local_device, shard_from_environment
 from memorag.evaluation.store import ResultsMismatchError
-from memorag.placement import Placement
+from memorag.runtime.placement import Placement
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,9 +6,9 @@
     python eval/synthetic.py --list
 
 Each file is ``OUT/{task_name}_{length}.jsonl`` of ``EvalExample`` records
-(``memorag.datasets.schema.read_examples`` reads them back). Every example is
+(``memorag.evaluation.datasets.schema.read_examples`` reads them back). Every example is
 marked ``proxy=True``: scores on generated tasks are not comparable with
-published benchmark figures. The generators live in ``memorag.datasets.synthetic``.
+published benchmark figures. The generators live in ``memorag.evaluation.datasets.synthetic``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import yaml
 
-from memorag.datasets.filler import FILLER_KINDS
-from memorag.datasets.lengths import TOKENS_PER_WORD
-from memorag.datasets.schema import write_examples
-from memorag.datasets.synthetic import SYNTHETIC_TASKS, generate_examples, task_options
+from memorag.evaluation.datasets.filler import FILLER_KINDS
+from memorag.evaluation.datasets.lengths import TOKENS_PER_WORD
+from memorag.evaluation.datasets.schema import write_examples
+from memorag.evaluation.datasets.synthetic import SYNTHETIC_TASKS, generate_examples, task_options
 
 
 def _parse_options(pairs: list[str]) -> dict[str, object]:

@@ -12,11 +12,11 @@ a generator then answers from the retrieved passages.
 The pipeline names are imported on first use, so `import memorag` stays light.
 """
 
-from memorag.kernel_caches import bound_kernel_caches
+from memorag.runtime.kernel_caches import bound_kernel_caches
 
 __version__ = "0.1.0"
 
-bound_kernel_caches()  # before any kernel is compiled: resident memory stays flat (see memorag/kernel_caches.py)
+bound_kernel_caches()  # before any kernel is compiled: resident memory stays flat (see memorag/runtime/kernel_caches.py)
 
 _PIPELINE_NAMES = ("MemoRAG", "Answer", "Evidence", "MemorizeReport", "PipelineConfig", "Mode", "register_mode",
                    "available_modes")

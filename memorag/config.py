@@ -17,7 +17,7 @@ closest match. The dataclass is always built by calling the class, so its
 
 A field may also accept the name of an entry declared once elsewhere: its metadata
 `{NAMED_ENTRIES: mapping}` makes a string value stand for `mapping[value]` (a copy),
-e.g. `model.architecture: qwen2-7b-instruct` (`memorag.architectures`). An unknown
+e.g. `model.architecture: qwen2-7b-instruct` (`memorag.runtime.architectures`). An unknown
 name is an error listing the known ones; the built config holds the entry itself.
 
     cfg = load_config(TrainConfig, "configs/debug.yaml", ["memory.window=1024"])
@@ -44,7 +44,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
-from memorag.io import atomic_write_text
+from memorag.storage.io import atomic_write_text
 
 T = TypeVar("T")
 

@@ -1,11 +1,11 @@
-"""What counts as no answer (`memorag.answer_check`), and the stream gate that holds an echo back."""
+"""What counts as no answer (`memorag.prompting.answer_check`), and the stream gate that holds an echo back."""
 
 from __future__ import annotations
 
 import pytest
 
-from memorag.answer_check import EMPTY, REPEATS_QUESTION, EchoGate, no_answer_reason
-from memorag.results import Answer, Evidence
+from memorag.modes.results import Answer, Evidence
+from memorag.prompting.answer_check import EMPTY, REPEATS_QUESTION, EchoGate, no_answer_reason
 
 QUESTION = "Who wrote the manual for the ASN.1 library?"
 

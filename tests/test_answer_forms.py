@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from memorag import prompts
-from memorag.answer_forms import AnswerForm, AnswerFormError, as_answer_form, form_names
 from memorag.config import ConfigError
 from memorag.pipeline import PipelineConfig
+from memorag.prompting import prompts
+from memorag.prompting.answer_forms import AnswerForm, AnswerFormError, as_answer_form, form_names
 
 
 def _sha(value) -> str:

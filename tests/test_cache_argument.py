@@ -1,4 +1,4 @@
-"""The cache travels under the one name the installed transformers documents (memorag/cache_argument.py)."""
+"""The cache travels under the one name the installed transformers documents (memorag/runtime/cache_argument.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from memorag.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
+from memorag.runtime.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
 
 
 def test_the_name_is_the_one_the_model_outputs_carry():

@@ -22,7 +22,7 @@ from memorag.config import (
     parse_override,
     save_config,
 )
-from memorag.io import atomic_write_bytes, atomic_write_text
+from memorag.storage.io import atomic_write_bytes, atomic_write_text
 
 
 class Precision(Enum):

@@ -1,4 +1,4 @@
-"""The CPU kernel caches are bounded (memorag/kernel_caches.py), observed from oneDNN's own log.
+"""The CPU kernel caches are bounded (memorag/runtime/kernel_caches.py), observed from oneDNN's own log.
 
 The loop is the user's, reduced: one bf16 memory model (576 wide, as the embedded one, but
 2 layers over the fake 96-word tokenizer), then memorize, ask (the memory model writes
@@ -10,7 +10,7 @@ What the bound guards is read directly, not from resident memory: oneDNN logs ev
 it is asked for (`ONEDNN_VERBOSE=profile_create`), as a cache hit or a cache miss, keyed by
 the kernel's description. A miss for a kernel made earlier in the run means the cache had
 evicted it, so the cache held fewer kernels than the run met. Which machines show what, as
-measured (the kind is the one `memorag/machine.py` records):
+measured (the kind is the one `memorag/benchmarking/machine.py` records):
 - AVX2 only: bf16 products do not run in oneDNN; no kernel is logged and the guards skip,
   saying so.
 - AVX-512 without AVX512-BF16 or AMX: 171 kernels over the 10 corpora (gemm:jit:bf16); with
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from memorag.kernel_caches import KERNEL_CACHE_CAPACITY, KERNEL_CACHE_VARIABLES, bound_kernel_caches
-from memorag.memtrim import can_trim, slope_per_step
+from memorag.runtime.kernel_caches import KERNEL_CACHE_CAPACITY, KERNEL_CACHE_VARIABLES, bound_kernel_caches
+from memorag.runtime.memtrim import can_trim, slope_per_step
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = 10
@@ -55,7 +55,7 @@ def resident_memory_loop(corpora: int) -> dict[str, list]:
     import torch
 
     from memorag.memory import MemoryConfig, MemoryModel
-    from memorag.memtrim import release_memory, resident_mb
+    from memorag.runtime.memtrim import release_memory, resident_mb
     from tests.memory.conftest import perturb_memory_parameters, tiny_base
     from tests.memory.test_persistence import tiny_tokenizer
     from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, make_rag, topic, words
@@ -156,7 +156,7 @@ def test_the_bound_makes_the_caches_evict(bounded_run):
     assert kernels["compiled_again"][-1] > 0, (
         f"the loop met {kernels['met'][-1]} kernels and compiled none again: the caches kept them all, "
         f"so they are not bounded at {KERNEL_CACHE_CAPACITY}. Does `import memorag` still call "
-        f"bound_kernel_caches() before the first kernel (memorag/kernel_caches.py)?")
+        f"bound_kernel_caches() before the first kernel (memorag/runtime/kernel_caches.py)?")
 
 
 def test_unbounded_caches_keep_every_kernel_and_compute_the_same(bounded_run, unbounded_run):
@@ -187,7 +187,7 @@ def test_resident_memory_stays_flat_over_many_corpora(bounded_run):
     assert slope < BOUND_MB_PER_CORPUS, (
         f"resident memory grew {slope:.2f} MB per corpus over the second half (bound {BOUND_MB_PER_CORPUS}); "
         f"RSS after each corpus: {[round(value) for value in resident]}. Are the kernel caches bounded "
-        f"(memorag/kernel_caches.py)?")
+        f"(memorag/runtime/kernel_caches.py)?")
 
 
 def test_kernel_events_are_read_from_onednn_lines():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 
-from memorag import machine
+from memorag.benchmarking import machine
 
 
 def test_the_processor_name_comes_from_cpuinfo(tmp_path, monkeypatch):

@@ -18,13 +18,13 @@ import pytest
 import torch
 from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 
-from memorag.memory import MemoryConfig, MemoryModel
-from memorag.memory.checkpoint import WEIGHTS, MemoryWeightsError, load_memory_weights
-from memorag.models import (
+from memorag.generation.models import (
     MemoryWeightsUnavailableError,
     is_memory_weights_id,
     resolve_memory_weights,
 )
+from memorag.memory import MemoryConfig, MemoryModel
+from memorag.memory.checkpoint import WEIGHTS, MemoryWeightsError, load_memory_weights
 from tests.memory.conftest import tiny_base
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def test_an_unreachable_hub_says_how_to_get_the_weights(monkeypatch):
 
 @pytest.mark.slow
 def test_offline_with_the_real_huggingface_hub(tmp_path):
-    code = ("from memorag.models import resolve_memory_weights\n"
+    code = ("from memorag.generation.models import resolve_memory_weights\n"
             "try:\n    resolve_memory_weights('team/memory')\n"
             "except Exception as error:\n    print(type(error).__name__, error)\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}

@@ -1,4 +1,4 @@
-"""Finding the embedded default models offline, clear errors when they are missing, and `memorag.models`
+"""Finding the embedded default models offline, clear errors when they are missing, and `memorag.generation.models`
 re-exporting them with the memory weights by name."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memorag import embedded, models
-from memorag.models import (
+from memorag.generation import models
+from memorag.generation.models import (
     EMBEDDED_EMBEDDER,
     EMBEDDED_LM,
     MissingModelError,
@@ -19,6 +19,7 @@ from memorag.models import (
     resolve_embedder,
     resolve_lm,
 )
+from memorag.runtime import embedded
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def test_missing_embedder_package_says_how_to_install(hide_model_packages):
 
 
 def test_models_re_exports_both_homes_and_stays_light():
-    """`memorag.models` names the embedded models (`memorag.embedded`) and, on first use, the memory
+    """`memorag.generation.models` names the embedded models (`memorag.runtime.embedded`) and, on first use, the memory
     weights' resolution (`memorag.memory.checkpoint`); importing it, or the command line, loads no torch."""
     from memorag.memory import checkpoint
 
@@ -73,7 +74,7 @@ def test_models_re_exports_both_homes_and_stays_light():
         assert getattr(models, name) is getattr(checkpoint, name) and name in models.__all__
     with pytest.raises(AttributeError, match="no_such_name"):
         models.no_such_name  # noqa: B018
-    code = "import sys, memorag.models, memorag.cli; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    code = "import sys, memorag.generation.models, memorag.commands.main; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
                           capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr)

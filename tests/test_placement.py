@@ -1,4 +1,4 @@
-"""Device, dtype, quantization and threads (memorag.placement): names, this machine's checks, the
+"""Device, dtype, quantization and threads (memorag.runtime.placement): names, this machine's checks, the
 loading arguments, and the CUDA/bitsandbytes paths with a CUDA GPU faked (they cannot run here)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 
 from memorag.config import ConfigError, load_config
 from memorag.pipeline import PipelineConfig
-from memorag.placement import (
+from memorag.runtime.placement import (
     Placement,
     PlacementError,
     add_placement_arguments,

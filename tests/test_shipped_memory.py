@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from memorag.memory import MemoryConfig, MemoryModel
-from memorag.memory.checkpoint import CONFIG, read_memory_weights_config
-from memorag.models import (
+from memorag.generation.models import (
     SHIPPED_MEMORY_DIR,
     is_memory_weights_id,
     memory_weights_are_untrained,
@@ -23,6 +21,8 @@ from memorag.models import (
     shipped_memory_weights,
     verify_memory_weights,
 )
+from memorag.memory import MemoryConfig, MemoryModel
+from memorag.memory.checkpoint import CONFIG, read_memory_weights_config
 from memorag.pipeline import PipelineConfig
 from tests.memory.conftest import tiny_base
 

@@ -9,21 +9,21 @@
 Input rows: {"context": ..., "question": ..., "answer": ... [, "id": ...]}, or with
 --hotpotqa-train N, N HotpotQA questions from the training rows (dev rows below 5,000; the
 rows from 5,000 on only evaluate, and a row that is one of them is refused). The output is
-the JSONL format of train/sft.py (memorag/data/sft.py); filtering rules and prompts are
-in memorag/data/clue_builder.py and memorag/prompts.py.
+the JSONL format of train/sft.py (memorag/training/data/sft.py); filtering rules and prompts are
+in memorag/training/data/clue_builder.py and memorag/prompting/prompts.py.
 """
 
 import argparse
 import json
 import sys
 
-from memorag.data.clue_builder import (
+from memorag.generation import OpenAIGenerator
+from memorag.training.data.clue_builder import (
     ClueFilter,
     build_clue_data,
     hotpotqa_training_rows,
     read_rows,
 )
-from memorag.generation import OpenAIGenerator
 
 
 def main(argv=None) -> int:

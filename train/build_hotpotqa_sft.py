@@ -3,16 +3,16 @@
     python train/build_hotpotqa_sft.py --out runs/data/sft/hotpotqa_train.jsonl
     python train/build_hotpotqa_sft.py --rows 500 --extra-rows 2 --kinds spans questions --out small.jsonl
 
-Rows 5,000 and above are the evaluation pool and are never read (memorag/data/hotpotqa_sft.py).
+Rows 5,000 and above are the evaluation pool and are never read (memorag/training/data/hotpotqa_sft.py).
 """
 
 import argparse
 import sys
 from collections import Counter
 
-from memorag.data.hotpotqa_sft import CLUE_KINDS, TRAIN_ROWS, build_samples
-from memorag.data.sft import write_samples
-from memorag.datasets.packaged import load_hotpotqa
+from memorag.evaluation.datasets.packaged import load_hotpotqa
+from memorag.training.data.hotpotqa_sft import CLUE_KINDS, TRAIN_ROWS, build_samples
+from memorag.training.data.sft import write_samples
 
 
 def main() -> int:

@@ -5,7 +5,7 @@
         --out small.jsonl
 
 Each sample is a generated task's context, the `memorag:qa` mode's instruction with its question, and
-its answers as the target, from seeds far from the evaluation's (memorag/data/longrange_sft.py). 2,000
+its answers as the target, from seeds far from the evaluation's (memorag/training/data/longrange_sft.py). 2,000
 samples took 20 s and 21 MB on 2 CPU cores (lengths counted approximately, in words). Mix it
 into clue SFT beside the HotpotQA samples: `data.files=[runs/data/sft/hotpotqa_train_x1.jsonl,
 runs/data/sft/longrange_train.jsonl]` (docs/training.md: "Long-range QA" under Data; docs/contributors/gpu-leases.md: "The next lease").
@@ -17,9 +17,9 @@ from collections import Counter
 
 from tqdm.auto import tqdm
 
-from memorag.data.longrange_sft import LONGRANGE_SEED, LONGRANGE_TASKS, build_samples
-from memorag.data.sft import write_samples
-from memorag.datasets.synthetic import SYNTHETIC_TASKS
+from memorag.evaluation.datasets.synthetic import SYNTHETIC_TASKS
+from memorag.training.data.longrange_sft import LONGRANGE_SEED, LONGRANGE_TASKS, build_samples
+from memorag.training.data.sft import write_samples
 
 
 def main(argv: list[str] | None = None) -> int:

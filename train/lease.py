@@ -68,7 +68,7 @@ def main() -> int:
     args = parser.parse_args()
 
     if args.command == "pack-base":
-        from memorag.embedded import embedded_smollm2_dir, smollm2_gguf_path
+        from memorag.runtime.embedded import embedded_smollm2_dir, smollm2_gguf_path
         from memorag.training.base_pack import pack_base
 
         with tempfile.TemporaryDirectory() as staging:

@@ -5,7 +5,7 @@
     python train/prepare_mix.py --config configs/pretrain/smollm2-mix-cpu.yaml --chars 2000000   # smaller
 
 Writes `mix_train.jsonl`, `mix_manifest.json` and the held-out pieces (`wiki_heldout.jsonl`,
-`essays_heldout.jsonl`) beside `data.files[0]` (memorag/data/mixture.py).
+`essays_heldout.jsonl`) beside `data.files[0]` (memorag/training/data/mixture.py).
 """
 
 import argparse
@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from memorag.config import load_config
-from memorag.data.mixture import build_mixture
 from memorag.training.config import TrainConfig
+from memorag.training.data.mixture import build_mixture
 
 
 def main() -> int:

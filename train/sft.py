@@ -4,7 +4,7 @@
         model.memory_weights=runs/pretrain-smollm2/final data.files=[data/clues.jsonl]
     python train/sft.py --config configs/debug-sft.yaml          # one process, no launcher
 
-Samples are JSONL lines {"context", "instruction", "target"} (memorag/data/sft.py);
+Samples are JSONL lines {"context", "instruction", "target"} (memorag/training/data/sft.py);
 make them with train/build_clue_data.py. `--help` lists every setting.
 """
 

@@ -1,7 +1,7 @@
 """MkDocs hook: the command-line reference (`reference/cli.md`), written at build time from the parsers.
 
 Each section is the `--help` the command prints: the `memorag` command and its subcommands from
-`memorag.cli.build_parser()`, and each script run as `python SCRIPT --help` in this process (runpy),
+`memorag.commands.main.build_parser()`, and each script run as `python SCRIPT --help` in this process (runpy),
 so the page cannot drift from the code: a renamed flag or a changed default shows here on the next build.
 """
 
@@ -49,7 +49,7 @@ def cli_reference() -> str:
 
 
 def _memorag_sections() -> list[str]:
-    from memorag.cli import build_parser
+    from memorag.commands.main import build_parser
 
     parser = build_parser()
     (commands,) = [action for action in parser._actions if action.dest == "command"]

@@ -180,7 +180,7 @@ def compare_runs(trees: dict[str, Path], measure: Callable[[Path, Path], dict[st
     after per cell, both revisions, the machine with its load before and after) to `out`, each
     run's raw output beside it (`kept_output`), prints a table, and returns the comparison.
     """
-    from memorag.machine import load_average, machine_record
+    from memorag.benchmarking.machine import load_average, machine_record
 
     load_before = load_average()
     trees = {label: Path(tree).resolve() for label, tree in trees.items()}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memorag.placement import Placement, normalize_dtype, set_threads
+from memorag.runtime.placement import Placement, normalize_dtype, set_threads
 
 SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -135,14 +135,14 @@ class BenchDevice:
         return "torch.cuda.max_memory_allocated" if self.is_cuda else "peak resident set (VmHWM)"
 
     def peaks(self, args: argparse.Namespace, dtype: str, shape, window: int, memory: int) -> dict[str, float]:
-        """`memorag.roofline.measure_peaks` on this device, sized by `--peak-size` and `--copy-mb`."""
-        from memorag.roofline import measure_peaks
+        """`memorag.benchmarking.roofline.measure_peaks` on this device, sized by `--peak-size` and `--copy-mb`."""
+        from memorag.benchmarking.roofline import measure_peaks
 
         return measure_peaks(dtype, shape, window, memory, device=self.name, gemm_size=args.peak_size,
                              copy_mb=args.copy_mb)
 
     def record(self) -> dict:
-        """What a benchmark's JSON says of the device (the CPU's record is `memorag.machine`'s)."""
+        """What a benchmark's JSON says of the device (the CPU's record is `memorag.benchmarking.machine`'s)."""
         import torch
 
         record = {"device": self.name, "peak_memory": self.peak_memory_kind}

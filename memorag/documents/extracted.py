@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memorag.locations import Heading
+from memorag.retrieval.locations import Heading
 
 
 @dataclass

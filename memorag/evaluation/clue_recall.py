@@ -38,15 +38,15 @@ import torch
 from tqdm.auto import tqdm
 
 from memorag.config import config_to_dict
-from memorag.datasets.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation.clue_sources import needs_memory, write_clues
+from memorag.evaluation.datasets.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.evaluation.partial_records import PartialRecords
 from memorag.evaluation.runner import group_examples
-from memorag.io import atomic_write_text
 from memorag.modes.evidence_plan import clue_plan
 from memorag.pipeline import MemoRAG, PipelineConfig
-from memorag.placement import Placement, set_threads
+from memorag.runtime.placement import Placement, set_threads
+from memorag.storage.io import atomic_write_text
 
 VARIANTS = ("query", "clues", "query+clues")
 
@@ -66,8 +66,8 @@ def load_checkpoint_model(checkpoint: str | os.PathLike[str], base: str | None =
                           placement: Placement | None = None):
     """A `MemoryModel`: `base` (default: the recorded one) with the checkpoint's memory weights, loaded
     where `placement` says (default: CUDA when present, else CPU, in the checkpoint's dtype)."""
-    from memorag.embedded import is_memory_weights_name
     from memorag.memory import MemoryModel
+    from memorag.runtime.embedded import is_memory_weights_name
 
     placement = placement or Placement.resolve()
     if is_memory_weights_name(checkpoint):  # "embedded" (the shipped weights), "untrained", "auto"
@@ -87,7 +87,7 @@ def read_data(path: str | os.PathLike[str], tokenizer: Any = None,
     distractors, as the harness builds them)."""
     text = os.fspath(path)
     if text.startswith(HOTPOTQA_HELD_OUT):
-        from memorag.datasets.hotpotqa import hotpotqa_long_context
+        from memorag.evaluation.datasets.hotpotqa import hotpotqa_long_context
 
         length = text.removeprefix(HOTPOTQA_HELD_OUT)
         if not length.isdigit() or int(length) < 512:

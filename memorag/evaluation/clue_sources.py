@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memorag.datasets.schema import EvalExample
+from memorag.evaluation.datasets.schema import EvalExample
 
 if TYPE_CHECKING:
     from memorag.pipeline import MemoRAG

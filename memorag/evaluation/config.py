@@ -97,7 +97,7 @@ class EvalConfig:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     # the generator's answer prompt: "benchmark" (each example's own benchmark form: LongBench's template
     # for HotpotQA, RULER's for its tasks and SQuAD, RULER's qa template where a task names none), or
-    # "sentence" (the interactive prompt); see memorag/answer_forms.py
+    # "sentence" (the interactive prompt); see memorag/prompting/answer_forms.py
     answer_prompts: Literal["benchmark", "sentence"] = "benchmark"
     # a second reader: shorthand for pipeline.generator / pipeline.generator_model, e.g.
     # generator=http://host:8000/v1 generator_model=NAME (an OpenAI-compatible endpoint for every mode)

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memorag.generation import Generator, PromptTokens
-from memorag.results import Evidence
+from memorag.modes.results import Evidence
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")

@@ -19,7 +19,7 @@ from memorag.evaluation.runner import EvalError, EvalRunner, Models
 from memorag.evaluation.shards import Shard, ShardManifest, part_key, shard_folders
 from memorag.evaluation.store import CONFIG_FILE, MODELS_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.summary import summarize_cell
-from memorag.io import atomic_write_text
+from memorag.storage.io import atomic_write_text
 
 
 def _shard_count(config: EvalConfig) -> int:

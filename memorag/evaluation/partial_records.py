@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memorag.evaluation.store import ResultsMismatchError, append_json_line, read_json_lines
-from memorag.io import atomic_write_text
+from memorag.storage.io import atomic_write_text
 
 
 class PartialRecords:

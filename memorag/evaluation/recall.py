@@ -1,6 +1,6 @@
 """Recall of gold evidence: did the evidence given to the generator contain what answers the question?
 
-Gold evidence (``EvalExample.gold_evidence``, see ``memorag.datasets.schema``) is
+Gold evidence (``EvalExample.gold_evidence``, see ``memorag.evaluation.datasets.schema``) is
 located either by character offsets into the example's ``context``
 (``start``/``end``), or in a document (``doc_id``, with ``doc_start``/``doc_end``
 offsets into its text, or none: the whole document). Evidence (``Answer.evidence``,

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memorag.io import atomic_write_text
-from memorag.machine import cpu_model
+from memorag.benchmarking.machine import cpu_model
+from memorag.storage.io import atomic_write_text
 
 REPORT_FILE = "results.md"
 _STAGE_ORDER = ("clues", "retrieve", "generate", "total")

@@ -32,13 +32,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from memorag import prompts
-from memorag.answer_forms import AnswerForm, AnswerFormError, as_answer_form
 from memorag.config import save_config
-from memorag.datasets.hotpotqa import hotpotqa_few_shot
-from memorag.datasets.lengths import count_tokens
-from memorag.datasets.schema import CorpusTask, EvalExample
-from memorag.embedded import UNTRAINED_MEMORY, describe_memory_weights
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation import scoring
 from memorag.evaluation.config import (
@@ -49,6 +43,9 @@ from memorag.evaluation.config import (
     resolved_pipeline,
     task_identity,
 )
+from memorag.evaluation.datasets.hotpotqa import hotpotqa_few_shot
+from memorag.evaluation.datasets.lengths import count_tokens
+from memorag.evaluation.datasets.schema import CorpusTask, EvalExample
 from memorag.evaluation.measure import MeteredGenerator, PeakMemory, evidence_tokens
 from memorag.evaluation.shards import Shard, ShardManifest
 from memorag.evaluation.sources import BuildRequest, build_task_data
@@ -56,10 +53,13 @@ from memorag.evaluation.store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultS
 from memorag.evaluation.summary import summarize_cell
 from memorag.evaluation.tasks.loaders import loft_few_shot
 from memorag.generation import Generator
-from memorag.io import atomic_write_text
 from memorag.modes import get_mode
 from memorag.pipeline import FewShotExample, MemoRAG, PipelineConfig
+from memorag.prompting import prompts
+from memorag.prompting.answer_forms import AnswerForm, AnswerFormError, as_answer_form
 from memorag.retrieval.chunking import Document
+from memorag.runtime.embedded import UNTRAINED_MEMORY, describe_memory_weights
+from memorag.storage.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -390,15 +390,15 @@ def memory_weights_source(pipeline: PipelineConfig) -> str:
         return described
     from transformers import AutoConfig
 
-    from memorag.embedded import resolve_lm
     from memorag.memory.released import is_released_config
+    from memorag.runtime.embedded import resolve_lm
 
     config = AutoConfig.from_pretrained(resolve_lm(pipeline.memory_model))  # read when the model loaded
     return f"released in {pipeline.memory_model}" if is_released_config(config) else described
 
 
 def prompt_tables() -> dict[str, Any]:
-    """Every prompt of the package (`memorag.prompts`), as the run used them."""
+    """Every prompt of the package (`memorag.prompting.prompts`), as the run used them."""
     return {name: value for name, value in vars(prompts).items()
             if name.isupper() and isinstance(value, dict | tuple | str) and name != "LANGUAGES"}
 

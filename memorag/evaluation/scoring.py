@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memorag.datasets.schema import EvalExample
 from memorag.evaluation import metrics
+from memorag.evaluation.datasets.schema import EvalExample
 
 Scorer = Callable[[str, EvalExample], float]
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from memorag.config import ConfigError
-from memorag.io import atomic_write_text
+from memorag.storage.io import atomic_write_text
 
 SHARDS_DIR = "shards"
 MANIFEST_FILE = "shard.json"

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memorag.datasets import hotpotqa, schema, squad, synthetic
-from memorag.datasets.schema import CorpusTask, EvalExample
+from memorag.evaluation.datasets import hotpotqa, schema, squad, synthetic
+from memorag.evaluation.datasets.schema import CorpusTask, EvalExample
 from memorag.evaluation.tasks import loaders
 
 TaskData = list[EvalExample] | CorpusTask
@@ -43,7 +43,7 @@ class TaskSource:
     """A named way to get a task's examples."""
 
     name: str
-    function: Callable[..., Any]  # the builder or loader in memorag.data (its keywords are the options)
+    function: Callable[..., Any]  # the builder or loader in memorag.training.data (its keywords are the options)
     build: Callable[[BuildRequest], TaskData]
     takes_length: bool  # whether a context (or corpus) length can be asked for
     shared_corpus: bool  # one corpus for every question

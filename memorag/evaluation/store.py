@@ -3,7 +3,7 @@
     OUT/examples.jsonl   a record per (mode, task, length, example), appended (and synced) as each is done
     OUT/cells.jsonl      a summary per finished cell (mode, task, length), rewritten atomically
     OUT/config.yaml      the resolved configuration of the latest run
-    OUT/prompts.json     every prompt of the package (memorag.prompts) as that run used them
+    OUT/prompts.json     every prompt of the package (memorag.prompting.prompts) as that run used them
     OUT/models.json      the models the answers came from, the memory weights by the hash of their parameters
 
 A run that stops (killed, out of time, a failing example) keeps every record
@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memorag.io import atomic_write_text
+from memorag.storage.io import atomic_write_text
 
 EXAMPLES_FILE = "examples.jsonl"
 CELLS_FILE = "cells.jsonl"

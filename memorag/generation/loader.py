@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memorag.placement import Placement
+from memorag.runtime.placement import Placement
 
 from .base import Generator, GeneratorError
 from .local import LocalGenerator
@@ -56,7 +56,7 @@ def load_generator(
 def _same_model(spec: str, memory_model) -> bool:
     if memory_model is None:
         return False
-    from memorag.models import EMBEDDED_LM, is_embedded_lm
+    from memorag.generation.models import EMBEDDED_LM, is_embedded_lm
 
     if is_embedded_lm(spec):
         return memory_model.name == EMBEDDED_LM

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from memorag.cache_argument import cache_kwargs
-from memorag.stop_tokens import stop_token_ids
+from memorag.runtime.cache_argument import cache_kwargs
+from memorag.runtime.stop_tokens import stop_token_ids
 
 from .base import Generator, GeneratorError, PromptTokens
 from .prefix_cache import PrefixCache, common_prefix_length
@@ -85,12 +85,12 @@ class LocalGenerator(Generator):
                         quantize: str | None = None, **kwargs) -> LocalGenerator:
         """Load a causal LM (the embedded default's names, a local folder or a hub id) on `device`
         ("auto": CUDA when present, else CPU) in `dtype`, or quantized ("4bit", "8bit"; needs CUDA
-        and bitsandbytes): see `memorag.placement`."""
+        and bitsandbytes): see `memorag.runtime.placement`."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from memorag.cpu_dtype import settle_auto_dtype
-        from memorag.models import EMBEDDED_LM, is_embedded_lm, resolve_lm
-        from memorag.placement import Placement
+        from memorag.generation.models import EMBEDDED_LM, is_embedded_lm, resolve_lm
+        from memorag.runtime.cpu_dtype import settle_auto_dtype
+        from memorag.runtime.placement import Placement
 
         load_kwargs = Placement.resolve(device, dtype, quantize).lm_kwargs()
         path = resolve_lm(name_or_path)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
-from memorag.cache_argument import cache_kwargs
+from memorag.runtime.cache_argument import cache_kwargs
 
 
 class PrefixCache:
@@ -42,7 +42,7 @@ class PrefixCache:
     def past_for(self, prefix_ids: Sequence[int]):
         """A copy of the cache over `prefix_ids` (built now if it holds another prefix).
 
-        The copy goes to `model.generate` as its cache (`memorag.cache_argument`) with the whole
+        The copy goes to `model.generate` as its cache (`memorag.runtime.cache_argument`) with the whole
         prompt's ids, which then runs the model over the tokens after the prefix only.
         """
         from transformers import DynamicCache

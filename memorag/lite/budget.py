@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memorag import prompts
 from memorag.lite.memory import GistMemory
 from memorag.lite.settings import GistSettings
 from memorag.lite.windows import GistWindow
+from memorag.prompting import prompts
 
 if TYPE_CHECKING:
     from memorag.generation.base import Generator

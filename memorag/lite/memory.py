@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memorag import prompts
 from memorag.errors import SaveFormatError
 from memorag.lite.windows import GistWindow
+from memorag.prompting import prompts
 from memorag.retrieval.chunking import Document
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from memorag import prompts
 from memorag.lite.memory import Gist
 from memorag.lite.windows import GistWindow
+from memorag.prompting import prompts
 
 if TYPE_CHECKING:
     from memorag.generation.base import Generator

@@ -10,7 +10,7 @@ under another, so a checkpoint of another layout is refused.
 `memory_weights_for(base, weights)` turns the `memory_weights=` argument of `MemoRAG`,
 `MemoryCore.from_pretrained`, training and the command line into a local folder (or None:
 untrained copies of the base model's projections). The names (`auto`, `embedded`, `untrained`)
-are declared in `memorag.embedded`; a hub id is downloaded into huggingface_hub's cache; every
+are declared in `memorag.runtime.embedded`; a hub id is downloaded into huggingface_hub's cache; every
 folder that is not the caller's own is verified as loading verifies it (both files, the manifest,
 the sha256 of the weights).
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from memorag.embedded import (
+from memorag.runtime.embedded import (
     AUTO_MEMORY,
     SHIPPED_MEMORY,
     SHIPPED_MEMORY_DIR,
@@ -33,7 +33,7 @@ from memorag.embedded import (
     is_embedded_lm,
     is_memory_weights_id,
 )
-from memorag.io import atomic_directory, is_saved, read_json_manifest, sha256_file
+from memorag.storage.io import atomic_directory, is_saved, read_json_manifest, sha256_file
 
 from .config import MemoryConfig
 from .core import MemoryCore

@@ -27,7 +27,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from memorag.chat_layout import PromptLayout
+from memorag.prompting.chat_layout import PromptLayout
 
 from .attention import BufferStep, KeysSeen, MemoryAttention, PackedRows, PieceRows, WindowStep, apply_rope
 from .cache import Allocation, MemoryCache
@@ -35,9 +35,9 @@ from .compiled import CompiledDecoding, CompiledLayers
 from .config import MemoryConfig
 from .families import family_of
 from .linear import MemoryLinear, sequences_alone, use_memory_linears
+from .masks import RowSplit, bucket_bias, compaction_rows, piece_mask, row_split
 from .schedule import ContextTooLongError, Piece, RatioOf, ScheduleState, choose_ratio, plan, ratio_function
 from .state import Memory, WeightsHash, check_identity, identity_of
-from .masks import RowSplit, bucket_bias, compaction_rows, piece_mask, row_split
 
 StepKind = Literal["window", "decode"]
 

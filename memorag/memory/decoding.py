@@ -31,15 +31,15 @@ from transformers import GenerationConfig, GenerationMixin
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from memorag.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
-from memorag.stop_tokens import stop_token_ids
+from memorag.runtime.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
+from memorag.runtime.stop_tokens import stop_token_ids
 
 from .attention import BufferStep, KeysSeen
 from .cache import CacheBlock, MemoryCache, bucketed
 from .core import MemoryCore, StepInput, plan_steps
+from .masks import bucket_bias, raw_then_memory, self_only_bias
 from .schedule import ScheduleState
 from .state import Memory
-from .masks import bucket_bias, raw_then_memory, self_only_bias
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class MemoryDecoder(nn.Module, GenerationMixin):
 
     # Both names of the cache are in the signatures: `generate` checks its keywords against them
     # and passes the cache as `cache` from transformers 5.24, as `past_key_values` before
-    # (memorag/cache_argument.py).
+    # (memorag/runtime/cache_argument.py).
     def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, cache: MemoryKVCache | None = None,
                                       past_key_values: MemoryKVCache | None = None,
                                       attention_mask: torch.Tensor | None = None, **kwargs) -> dict:
@@ -276,7 +276,7 @@ def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory |
            ) -> list[list[int]]:
     """Token ids generated after `memory` (unchanged) and each prompt (its memory's ratio, or
     `ratios[i]` without a memory), by `generate`; each list ends before the first stop token
-    (`memorag.stop_tokens`)."""
+    (`memorag.runtime.stop_tokens`)."""
     _check_options(generate_kwargs, on_token, len(prompts))
     if len(prompts) > 1 and model.decoding_compiled and exact:
         # the compiled batch shares matrix products among the prompts; an exact batch's replies equal

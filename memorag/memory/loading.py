@@ -36,8 +36,8 @@ def load_memory_model(
     """`MemoryModel.from_pretrained` (see its docstring): `cls` built over the loaded base, with its memory weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from memorag.cpu_dtype import settle_auto_dtype
-    from memorag.embedded import resolve_lm
+    from memorag.runtime.cpu_dtype import settle_auto_dtype
+    from memorag.runtime.embedded import resolve_lm
 
     name = base or "embedded"
     path = resolve_lm(base)
@@ -124,6 +124,6 @@ def _quiet_unused_weights(active: bool):
 
 
 def _display_name(name: str, path: str) -> str:
-    from memorag.embedded import EMBEDDED_LM
+    from memorag.runtime.embedded import EMBEDDED_LM
 
     return EMBEDDED_LM if path != name and name in ("embedded", EMBEDDED_LM) else name

@@ -1,7 +1,7 @@
 """One context being memorized, from its text to its `Memory`: what `MemoryModel.memorize` and
 `MemoryModel.memorize_batch` share (docs/memory-model.md, "Memorizing").
 
-`Reading.start` lays the context out (memorag/chat_layout.py), chooses its ratio (or takes the
+`Reading.start` lays the context out (memorag/prompting/chat_layout.py), chooses its ratio (or takes the
 memory's it continues), checks the reach and opens a working cache sized for it; the caller then
 feeds its ids window by window (alone, or packed with other contexts' pieces by
 `MemoryCore.feed_batch`); `Reading.memory` exports the cache as the `Memory`.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from memorag.chat_layout import context_ids
+from memorag.prompting.chat_layout import context_ids
 
 from .cache import MemoryCache
 from .core import MemoryCore

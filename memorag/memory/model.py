@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from memorag.chat_layout import prompt_ids
-from memorag.stop_tokens import stop_token_ids
+from memorag.prompting.chat_layout import prompt_ids
+from memorag.runtime.stop_tokens import stop_token_ids
 
 from .checkpoint import save_memory_weights
 from .config import MemoryConfig
@@ -68,11 +68,11 @@ class MemoryModel(MemoryCore):
 
     # -- tokens ---------------------------------------------------------------------------------
     def prompt_ids(self, prompt, memory: Memory | None = None) -> list[int]:
-        """The ids a prompt (text or ids) is read as: continuing `memory`'s layout, or alone (memorag/chat_layout.py)."""
+        """The ids a prompt (text or ids) is read as: continuing `memory`'s layout, or alone (memorag/prompting/chat_layout.py)."""
         return prompt_ids(self.tokenizer, self.layout, prompt, memory.chat if memory is not None else None)
 
     def stop_ids(self) -> list[int]:
-        """The ids that end a reply: the one rule shared with the local generator (`memorag.stop_tokens`)."""
+        """The ids that end a reply: the one rule shared with the local generator (`memorag.runtime.stop_tokens`)."""
         return stop_token_ids(self.tokenizer, self.base_model)
 
     def _decode(self, ids: list[int]) -> str:

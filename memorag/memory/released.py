@@ -221,7 +221,7 @@ def export_released(model: MemoryCore, directory: str | Path) -> Path:
     attention can be exported; the public code implements segmentation only in
     another layout, so such a checkpoint loads there but does not compute the same.
     """
-    from memorag.io import atomic_directory
+    from memorag.storage.io import atomic_directory
 
     names = _name_map(model)
     params = model.memory_parameters()

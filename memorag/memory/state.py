@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from memorag.io import atomic_directory, is_saved, read_json_manifest, sha256_file
+from memorag.storage.io import atomic_directory, is_saved, read_json_manifest, sha256_file
 
 from .config import MemoryConfig
 from .schedule import LAYOUT, ScheduleState

@@ -12,7 +12,7 @@ from memorag.errors import UnknownModeError
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence import clue_hits_first
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.results import Answer, AskHooks, timed
+from memorag.modes.results import Answer, AskHooks, timed
 
 
 class Mode(ABC):

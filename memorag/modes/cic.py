@@ -34,7 +34,7 @@ from memorag.modes import cic_prompt
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.cic_answer import parse_reply
 from memorag.modes.context import ModeContext
-from memorag.results import NO_CHUNK, Answer, AskHooks, cited_evidence, timed
+from memorag.modes.results import NO_CHUNK, Answer, AskHooks, cited_evidence, timed
 from memorag.retrieval.chunking import Document
 
 logger = logging.getLogger(__name__)

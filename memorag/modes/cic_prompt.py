@@ -21,9 +21,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memorag import prompts
-from memorag.clues import text_units, truncate_units
-from memorag.results import FewShotExample
+from memorag.modes.results import FewShotExample
+from memorag.prompting import prompts
+from memorag.prompting.clues import text_units, truncate_units
 from memorag.retrieval.chunking import Document, split_sentences_for_mixpr
 
 # An example sentence needs this many units (words; characters of Chinese): a lead to quote

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from memorag.clues import detect_language
 from memorag.modes.evidence import EvidenceStep
-from memorag.results import Corpus, FewShotExample
+from memorag.modes.results import Corpus, FewShotExample
+from memorag.prompting.clues import detect_language
 from memorag.retrieval.base import Retriever
 from memorag.retrieval.chunking import Document
 
@@ -33,7 +33,7 @@ class SharedSettings:
     """The pipeline's settings that modes read beside their own: `PipelineConfig` fields of the same
     names, read by name (`memorag.config.config_view`)."""
 
-    language: str  # "auto" (from the query) or a language of `memorag.prompts`
+    language: str  # "auto" (from the query) or a language of `memorag.prompting.prompts`
     chunk_tokens: int
     overlap_tokens: int
     hits_per_query: int

@@ -20,7 +20,7 @@ from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.results import Answer, AskHooks
+from memorag.modes.results import Answer, AskHooks
 
 
 @dataclass

@@ -37,11 +37,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memorag import prompts
-from memorag.answer_forms import AnswerForm
 from memorag.errors import EmptyCorpusError, PipelineError, QueryTooLongError
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.results import Evidence, FoundBy
+from memorag.modes.results import Evidence, FoundBy
+from memorag.prompting import prompts
+from memorag.prompting.answer_forms import AnswerForm
 from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document
 

@@ -23,7 +23,7 @@ from memorag.errors import PipelineError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence import AnswerPrompt
-from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
+from memorag.modes.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
 from memorag.retrieval.chunking import token_spans
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from memorag import prompts
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.results import Answer, AskHooks, timed
+from memorag.modes.results import Answer, AskHooks, timed
+from memorag.prompting import prompts
 
 logger = logging.getLogger(__name__)
 

@@ -32,13 +32,13 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from memorag import prompts
 from memorag.config import ConfigError
 from memorag.errors import PipelineError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence import TOKENIZER_MARGIN, EvidenceStep
-from memorag.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
+from memorag.modes.results import NO_CHUNK, Answer, AskHooks, Evidence, cited_evidence, timed
+from memorag.prompting import prompts
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import count_tokens
 from memorag.retrieval.hybrid import fit_to_budget

@@ -17,13 +17,13 @@ from typing import Any, ClassVar
 
 from tqdm.auto import tqdm
 
-from memorag import prompts
-from memorag.clues import combine_clues, parse_clues
 from memorag.config import config_view
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import clue_plan, offers_draft
-from memorag.results import Answer, AskHooks, timed
+from memorag.modes.results import Answer, AskHooks, timed
+from memorag.prompting import prompts
+from memorag.prompting.clues import combine_clues, parse_clues
 
 # The clue bar: "writing clues 0/3 [00:06, spans + questions + draft]", the kinds being written.
 _CLUE_BAR = "{desc} {n_fmt}/{total_fmt} [{elapsed}{postfix}]"

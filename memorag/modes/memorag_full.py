@@ -10,7 +10,7 @@ needles answered with the whole haystack in view). It builds no memory; a corpus
 base's positions is refused.
 
 The replies (`full_context_replies`) are the base's over the same token ids the memory path reads:
-the corpus laid out in the chat template, then each prompt's continuation (`memorag/chat_layout.py`),
+the corpus laid out in the chat template, then each prompt's continuation (`memorag/prompting/chat_layout.py`),
 with the corpus's own key-value rows where the memory's compressed rows would be, greedy, ending
 before the same stop tokens. The corpus is read once and each prompt reads only its own tokens after
 it (`PrefixCache`). The clue-recall evaluation's `full-context` source is this mode's clues. Torch
@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from memorag import prompts
 from memorag.modes.base import register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.memorag import MemoRAGMode, check_decoding, clue_requests, clues_from_replies
-from memorag.results import memory_text
+from memorag.modes.results import memory_text
+from memorag.prompting import prompts
 
 if TYPE_CHECKING:  # the models' modules load torch
     from memorag.memory import MemoryModel
@@ -68,8 +68,8 @@ class MemoRAGFullMode(MemoRAGMode):
 
 def full_context_replies(model: MemoryModel, text: str, asked: Sequence[str], max_new_tokens: int) -> list[str]:
     """The memory model's base's greedy reply to each prompt of `asked` after `text`, read uncompressed."""
-    from memorag.chat_layout import context_ids, continuation_ids
     from memorag.generation.prefix_cache import PrefixCache
+    from memorag.prompting.chat_layout import context_ids, continuation_ids
 
     context, chat = context_ids(model.tokenizer, model.layout, text, None)
     prompts_ids = [context + continuation_ids(model.tokenizer, model.layout, prompt, chat) for prompt in asked]
@@ -96,8 +96,8 @@ def full_context_reply(model: MemoryModel, ids: list[int], max_new_tokens: int, 
     import torch
     from transformers import GenerationConfig
 
-    from memorag.cache_argument import cache_kwargs
-    from memorag.stop_tokens import stop_token_ids
+    from memorag.runtime.cache_argument import cache_kwargs
+    from memorag.runtime.stop_tokens import stop_token_ids
 
     check_fits(model, len(ids), max_new_tokens)
     stops = stop_token_ids(model.tokenizer, model.base_model)

@@ -4,7 +4,7 @@ The official MemoRAG's Lite pipeline (`MemoRAGLite` in the qhjqhj00/MemoRAG repo
 anew: the text is cut into windows of about 4,096 tokens, the generator writes a gist of
 each, the gists joined in a context prompt are the memory, and the clues (text spans, surrogate
 questions, a draft answer) are the generator's replies to the reference's prompts read after that
-memory in the same user turn (`memorag.prompts`, LITE_*). The pipeline writes the gists
+memory in the same user turn (`memorag.prompting.prompts`, LITE_*). The pipeline writes the gists
 (`MemoRAG.ensure_gists`, `memorag.lite`) and saves them with the corpus; this mode reads them.
 Everything after the clues is the memorag mode's: the same clue parsing, evidence rule, answer prompt,
 tasks and settings. It needs no memory model training: any generator the pipeline can use writes the
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memorag import prompts
 from memorag.modes.base import register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.memorag import MemoRAGMode, MemoRAGSettings, check_decoding, clues_from_replies
-from memorag.results import Answer, AskHooks, timed
+from memorag.modes.results import Answer, AskHooks, timed
+from memorag.prompting import prompts
 
 
 @register_mode

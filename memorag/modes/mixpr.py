@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memorag import prompts
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
-from memorag.results import Answer, AskHooks, Evidence, timed
+from memorag.modes.results import Answer, AskHooks, Evidence, timed
+from memorag.prompting import prompts
 from memorag.retrieval.chunking import chunk_documents_for_mixpr
 from memorag.retrieval.hybrid import fit_to_budget
 from memorag.retrieval.mixpr import MixPRRetriever, Route, route_rule_based

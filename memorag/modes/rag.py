@@ -11,7 +11,7 @@ from __future__ import annotations
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.results import Answer, AskHooks
+from memorag.modes.results import Answer, AskHooks
 
 
 @register_mode

@@ -14,13 +14,13 @@ import logging
 import re
 from dataclasses import dataclass
 
-from memorag import prompts
-from memorag.clues import combine_clues, parse_clues
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import RetrievalPlan
-from memorag.results import Answer, AskHooks, timed
+from memorag.modes.results import Answer, AskHooks, timed
+from memorag.prompting import prompts
+from memorag.prompting.clues import combine_clues, parse_clues
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ mode is handed a `ModeContext` (`memorag.modes.context`), never the pipeline: th
 import nothing from this package.
 
 The package's modules: `types` (settings; the errors and results it names live in
-`memorag.errors` and `memorag.results`, below the pipeline and the modes), `core`
+`memorag.errors` and `memorag.modes.results`, below the pipeline and the modes), `core`
 (`MemoRAG`), `corpus` (`MemorizedCorpus`: documents, hashes, chunks, index, memory and
 version in one object that only it writes, with its own save and load), `persistence`
 (the save's manifest, lock and checks), `helpers`, `search`; none imports `core` but the
@@ -48,7 +48,7 @@ evidence step live in `memorag.modes`.
 """
 
 from memorag.modes.base import _MODES, Mode, available_modes, get_mode, register_mode
-from memorag.pipeline.core import MemoRAG
+from memorag.pipeline.assistant import MemoRAG
 from memorag.pipeline.corpus import MemorizedCorpus
 from memorag.pipeline.helpers import as_documents
 from memorag.pipeline.persistence import (

@@ -26,12 +26,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from memorag.errors import DocumentConflictError, SaveFormatError
-from memorag.io import atomic_write_text, sha256_file
 from memorag.lite.memory import GistMemory
+from memorag.modes.results import Corpus
 from memorag.pipeline.helpers import document_sha256
-from memorag.results import Corpus
 from memorag.retrieval.base import Retriever
 from memorag.retrieval.chunking import Chunk, Document
+from memorag.storage.io import atomic_write_text, sha256_file
 
 if TYPE_CHECKING:
     from memorag.memory import Memory

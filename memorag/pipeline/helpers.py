@@ -13,13 +13,13 @@ from memorag.retrieval.chunking import Document
 
 
 def label_lm(name: str | None) -> str:
-    from memorag.embedded import EMBEDDED_LM, is_embedded_lm
+    from memorag.runtime.embedded import EMBEDDED_LM, is_embedded_lm
 
     return EMBEDDED_LM if is_embedded_lm(name) else str(name)
 
 
 def label_embedder(name: str | None) -> str:
-    from memorag.embedded import EMBEDDED_EMBEDDER, is_embedded_embedder
+    from memorag.runtime.embedded import EMBEDDED_EMBEDDER, is_embedded_embedder
 
     return EMBEDDED_EMBEDDER if is_embedded_embedder(name) else str(name)
 

@@ -8,10 +8,10 @@ an edit of any field is refused on load, naming the section. On load every file 
 checked against the manifest, and the memory against its record and the models' identity,
 so a part swapped with the same part of another save is refused, naming the part.
 
-Writers take the save's lock (`memorag.locking.save_lock`) before reading the old save and
+Writers take the save's lock (`memorag.storage.locking.save_lock`) before reading the old save and
 keep it until the new one is in place; a save folder holding a file the save does not own
 is never written over. The new save is swapped in so that a writer killed at any instant
-leaves the old save or the new one (`memorag.io.swap_directory`); readers restore a save
+leaves the old save or the new one (`memorag.storage.io.swap_directory`); readers restore a save
 whose writer died half-way through a two-rename swap before they read it.
 
 The corpus writes and reads its own part (documents, chunks, index, memory:
@@ -32,9 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memorag.config import config_from_dict, config_to_dict
-from memorag.embedded import is_memory_weights_id, is_memory_weights_name
-from memorag.io import atomic_directory, atomic_write_text, is_saved, read_json_manifest, sha256_file
-from memorag.locking import recover_save, save_lock
 from memorag.memory.config import MemoryConfig
 from memorag.pipeline.corpus import CHUNKS, DOCUMENTS, INDEX, MEMORY, REMEDY, MemorizedCorpus
 from memorag.pipeline.helpers import label_embedder, label_lm
@@ -47,6 +44,9 @@ from memorag.pipeline.types import (
     SaveFormatError,
 )
 from memorag.retrieval.base import IndexFormatError, Retriever
+from memorag.runtime.embedded import is_memory_weights_id, is_memory_weights_name
+from memorag.storage.io import atomic_directory, atomic_write_text, is_saved, read_json_manifest, sha256_file
+from memorag.storage.locking import recover_save, save_lock
 
 if TYPE_CHECKING:
     import torch
@@ -229,7 +229,7 @@ def open_index(path: Path, kind: str, embedder: Callable[[], Any], embedder_name
 
 def is_saved_pipeline(directory: str | os.PathLike[str]) -> bool:
     """Whether `directory` holds a saved pipeline (restoring it first if its writer was killed
-    while putting it in place: `memorag.locking.recover_save`)."""
+    while putting it in place: `memorag.storage.locking.recover_save`)."""
     recover_save(directory)
     return is_saved(directory, MANIFEST, FORMAT)
 

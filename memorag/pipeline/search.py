@@ -22,7 +22,7 @@ from memorag.modes.evidence_plan import clue_plan
 from memorag.pipeline.types import EmptyCorpusError, Evidence, InputError
 
 if TYPE_CHECKING:
-    from memorag.pipeline.core import MemoRAG
+    from memorag.pipeline.assistant import MemoRAG
 
 
 @dataclass

@@ -7,10 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from memorag import prompts
-from memorag.answer_forms import AnswerFormError, as_answer_form
 from memorag.config import ConfigError
-from memorag.embedded import AUTO_MEMORY, is_memory_weights_id, is_memory_weights_name
 from memorag.errors import (
     DocumentConflictError,
     EmptyCorpusError,
@@ -31,9 +28,12 @@ from memorag.modes.evidence_plan import MEMORAG_EVIDENCE
 from memorag.modes.hyde import HyDESettings
 from memorag.modes.longrag import LongRAGSettings
 from memorag.modes.mixpr import MixPRSettings
+from memorag.modes.results import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, FewShotExample, timed
 from memorag.modes.rqrag import RQRAGSettings
-from memorag.placement import check_threads, normalize_device, normalize_dtype, normalize_quantize
-from memorag.results import NO_CHUNK, Answer, AskHooks, Corpus, Evidence, FewShotExample, timed
+from memorag.prompting import prompts
+from memorag.prompting.answer_forms import AnswerFormError, as_answer_form
+from memorag.runtime.embedded import AUTO_MEMORY, is_memory_weights_id, is_memory_weights_name
+from memorag.runtime.placement import check_threads, normalize_device, normalize_dtype, normalize_quantize
 
 __all__ = [  # errors and results live below the pipeline and the modes; named here too, where they were
     "DocumentConflictError", "EmptyCorpusError", "InputError", "ManifestMismatchError", "PipelineError",
@@ -80,9 +80,9 @@ class PipelineConfig:
     timeout: float = 120.0
     max_retries: int = 3
     repetition_penalty: float = 1.1  # local generators; small models loop without it
-    # where and in what precision the models run (memorag/placement.py; free to change between runs)
+    # where and in what precision the models run (memorag/runtime/placement.py; free to change between runs)
     device: str = "auto"  # auto: CUDA when present, else CPU; or cpu, cuda, cuda:N, mps
-    dtype: str = "auto"  # auto: the checkpoint's own (memorag/cpu_dtype.py on the CPU; the embedder's float32)
+    dtype: str = "auto"  # auto: the checkpoint's own (memorag/runtime/cpu_dtype.py on the CPU; the embedder's float32)
     quantize: str | None = None  # 4bit or 8bit (bitsandbytes, CUDA only): the memory model and a local generator
     threads: int | None = None  # CPU threads of torch and faiss; None: the process's default
     # the memory model's decoding step compiled whole (memorag/memory/compiled.py) in this torch.compile mode:
@@ -118,7 +118,7 @@ class PipelineConfig:
     # mixpr, longrag): "document", "best-first", or "own" (rag best first, the others document order)
     evidence_order: Literal["own", "document", "best-first"] = "own"
     # the generator's answer prompt when `ask` names none: "sentence" (a short sentence, for people), or
-    # a benchmark's own form that needs no per-question fields (memorag/answer_forms.py:
+    # a benchmark's own form that needs no per-question fields (memorag/prompting/answer_forms.py:
     # "longbench:hotpotqa", "ruler:qa", ...); `ask(answer_form=...)` sets one per question
     answer_prompt: str = "sentence"
     answer_max_new_tokens: int = 128

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from memorag import io
 from memorag.retrieval.chunking import Chunk
+from memorag.storage import io
 
 FORMAT_NAME = "memorag-retriever"
 FORMAT_VERSION = 1
@@ -148,7 +148,7 @@ def read_manifest(directory: Path, kind: str | None = None) -> dict[str, Any]:
 
 
 def atomic_directory(directory: str | os.PathLike[str]):
-    """A staging directory that replaces ``directory`` on success (see `memorag.io.atomic_directory`).
+    """A staging directory that replaces ``directory`` on success (see `memorag.storage.io.atomic_directory`).
 
     An existing ``directory`` is replaced only if it is empty or a saved index.
     """

@@ -37,10 +37,10 @@ class Embedder(Protocol):
 
 def load_embedder(name_or_path: str | os.PathLike[str], device: str | None = None, dtype: Any = "auto") -> Any:
     """Load a SentenceTransformer on ``device`` (default "auto": CUDA when available, else CPU) in
-    ``dtype`` ("auto": float32); see ``memorag.placement``."""
+    ``dtype`` ("auto": float32); see ``memorag.runtime.placement``."""
     from sentence_transformers import SentenceTransformer
 
-    from memorag.placement import Placement
+    from memorag.runtime.placement import Placement
 
     return SentenceTransformer(str(name_or_path), **Placement.resolve(device or "auto", dtype).embedder_kwargs())
 

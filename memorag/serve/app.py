@@ -48,8 +48,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memorag.answer_check import EchoGate
 from memorag.pipeline import SaveFormatError, available_modes
+from memorag.prompting.answer_check import EchoGate
 from memorag.serve.bodies import (
     Upload,
     documents_from,

@@ -14,7 +14,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from memorag.io import atomic_write_bytes
+from memorag.storage.io import atomic_write_bytes
 
 FOLDER = ".originals"  # not a corpus name: names start with a letter or digit
 KEPT_SUFFIXES = (".pdf",)  # files whose pages are shown as images

@@ -20,11 +20,11 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from memorag.errors import is_usage_error
-from memorag.locking import SaveLockedError
 from memorag.pipeline import DocumentConflictError
 from memorag.serve.guard import RequestRefused, clip
 from memorag.serve.store import CorpusNotFoundError, WorkTooLargeError
 from memorag.serve.worker import JobCancelled
+from memorag.storage.locking import SaveLockedError
 
 logger = logging.getLogger("memorag.serve")
 

@@ -6,7 +6,7 @@ generator are loaded once, by `load_models()`, and handed to every corpus's pipe
 so a corpus costs only its own memory, chunks and index. At most `max_loaded`
 pipelines stay in memory (least recently used first out); a dropped one is reloaded
 from its folder when asked again, and its memory is returned to the system
-(`memorag.memtrim.release_memory`).
+(`memorag.runtime.memtrim.release_memory`).
 
 The store is not thread-safe by itself: `memorag.serve.app` runs every call that
 touches models or pipelines on one worker thread.
@@ -15,9 +15,9 @@ Several stores (server replicas, in processes of their own) may share one folder
 kept in memory is used only while its save is the one it was loaded from (the manifest's
 inode, size and time: every save writes a new manifest), else it is loaded again, so a corpus
 written through one replica is answered by the others at once. A memorize holds the corpus's
-writer lock (`memorag.locking.save_lock`, across processes) from reading the saved corpus to
+writer lock (`memorag.storage.locking.save_lock`, across processes) from reading the saved corpus to
 putting the new save in place, so two replicas adding to one corpus both end in it; a delete
-holds it too. A replica killed mid-write leaves the save whole (`memorag.io.swap_directory`).
+holds it too. A replica killed mid-write leaves the save whole (`memorag.storage.io.swap_directory`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memorag.embedded import describe_memory_weights
-from memorag.io import interrupted_targets
-from memorag.locking import recover_save, save_lock
-from memorag.memtrim import release_memory
 from memorag.pipeline import (
     MANIFEST,
     Answer,
@@ -47,10 +43,14 @@ from memorag.pipeline import (
     read_manifest,
 )
 from memorag.retrieval.chunking import Document
+from memorag.runtime.embedded import describe_memory_weights
+from memorag.runtime.memtrim import release_memory
 from memorag.serve.guard import clip
 from memorag.serve.originals import Originals
 from memorag.serve.pages import DEFAULT_WIDTH, RenderedPage, render_page
 from memorag.serve.sources import passage_context, passage_on_page
+from memorag.storage.io import interrupted_targets
+from memorag.storage.locking import recover_save, save_lock
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 

@@ -24,9 +24,9 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from memorag.documents.options import ReadOptions
-from memorag.memtrim import release_memory
 from memorag.pipeline import InputError
 from memorag.retrieval.chunking import Document
+from memorag.runtime.memtrim import release_memory
 from memorag.serve.bodies import UnreadableFilesError, Upload
 from memorag.serve.guard import clip
 from memorag.serve.worker import JobCancelled

@@ -1,7 +1,7 @@
 """The frozen base in a compact exact form a device without `gguf` can rebuild.
 
 The embedded SmolLM2 is a GGUF of Q4_1, Q8_0 and F32 tensors (98 MB); the bf16 folder
-the project trains on is its dequantization (`memorag.embedded.convert_gguf_to_hf`).
+the project trains on is its dequantization (`memorag.runtime.embedded.convert_gguf_to_hf`).
 `pack_base` keeps the quantized blocks as they are (the compact form), already renamed
 to the Hugging Face names and with the query/key rows in Hugging Face's order (a row
 permutation moves whole blocks), in one safetensors file of bytes beside the folder's

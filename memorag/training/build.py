@@ -47,7 +47,7 @@ def load_tokenizer(name: str):
         return byte_tokenizer()
     from transformers import AutoTokenizer
 
-    from memorag.embedded import resolve_lm
+    from memorag.runtime.embedded import resolve_lm
 
     return AutoTokenizer.from_pretrained(resolve_lm(name))
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from memorag.architectures import ARCHITECTURES
 from memorag.config import NAMED_ENTRIES
-from memorag.data.packing import PackingSpec
 from memorag.memory import MemoryConfig
+from memorag.runtime.architectures import ARCHITECTURES
+from memorag.training.data.packing import PackingSpec
 
 Stage = Literal["pretrain", "sft"]
 Precision = Literal["auto", "fp32", "bf16"]
@@ -45,7 +45,7 @@ class ModelSection:
     - `base`: `embedded` (the offline SmolLM2-135M-Instruct), a hub id, a local folder,
       or `random:FAMILY` (`random:llama`, `random:qwen2`, ...) for a random model.
     - `architecture`: Hugging Face config fields, or the name of one declared in
-      `memorag.architectures` (`qwen2-7b-instruct`, ...). For `random:` bases, the model's
+      `memorag.runtime.architectures` (`qwen2-7b-instruct`, ...). For `random:` bases, the model's
       dimensions; for other bases, the expected dimensions (checked against the loaded
       config, and used to build the model on the meta device without downloading it).
     - `tokenizer`: None for the base's own; `byte` for a built-in byte-level tokenizer
@@ -99,11 +99,11 @@ class DataSection:
     sequences of `min_length`..`max_length` tokens (drawn per micro-batch, rounded down
     to a multiple of `length_multiple`; every sequence of a micro-batch has the same
     length). `hf_dataset` streams a `datasets` dataset instead (machines with a hub).
-    SFT reads JSONL samples (see `memorag.data.sft`) and groups them into batches of
+    SFT reads JSONL samples (see `memorag.training.data.sft`) and groups them into batches of
     equal window count; samples longer than `max_length` are skipped.
     `mixture` records the source shares (`kjv`, `wiki`, `essays`, `synthetic`) of a
     pretraining mixture: `train/prepare_mix.py --config FILE` builds `files[0]` from them
-    (`memorag.data.mixture`); the trainer itself reads `files`.
+    (`memorag.training.data.mixture`); the trainer itself reads `files`.
     """
 
     files: list[str] = field(default_factory=list)

@@ -50,9 +50,9 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from memorag.io import atomic_write_text
 from memorag.memory import Memory, MemoryModel
 from memorag.memory.schedule import positions_needed
+from memorag.storage.io import atomic_write_text
 
 from .errors import TrainingInputError
 
@@ -216,7 +216,7 @@ def share_table(shares: dict[int, dict[str, dict[str, float]]], sequences: int) 
 
 def heldout_sequences(cfg, tokenizer) -> list[list[int]]:
     """The first `eval.num_sequences` sequences of `eval.seq_length` tokens of `eval.files` (a `TrainConfig`)."""
-    from memorag.data import PackedBatches
+    from memorag.training.data import PackedBatches
 
     ev, data = cfg.eval, cfg.data
     if not ev.files:

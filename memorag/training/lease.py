@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import checkpoint as ckpt
+from . import run_checkpoints as ckpt
 from .base_pack import restore_base
 from .parts import MIB, bundle, unbundle
 

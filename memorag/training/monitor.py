@@ -15,7 +15,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from memorag.io import atomic_write_text
+from memorag.storage.io import atomic_write_text
 
 LOG_FILE = "train_log.jsonl"
 WANDB_ID_FILE = "wandb_run_id"

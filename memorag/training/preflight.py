@@ -6,7 +6,7 @@ reach) is found here, in seconds, and raised as a `TrainingInputError` naming th
 and the fix, rather than minutes later from deep inside loading or the loop.
 
 One run per output folder: `claim_output_dir` takes the writer's lock of
-`checkpoint.output_dir` (`memorag.locking.save_lock`, the lock saves use) for the whole run,
+`checkpoint.output_dir` (`memorag.storage.locking.save_lock`, the lock saves use) for the whole run,
 and refuses a second process naming the one that holds it. The operating system drops the
 lock when its holder dies, even by `kill -9`, so a killed run never blocks the next one; the
 next one cleans up what the killed one left (`checkpoint.remove_partials`) only once it holds
@@ -21,9 +21,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from memorag.data.sources import expand_files
-from memorag.locking import SaveLockedError, save_lock
 from memorag.memory.schedule import positions_needed
+from memorag.storage.locking import SaveLockedError, save_lock
+from memorag.training.data.sources import expand_files
 
 from .config import TrainConfig
 from .errors import TrainingInputError
@@ -35,7 +35,7 @@ def check_inputs(cfg: TrainConfig) -> None:
         files = check_files("data.files", cfg.data.files)
         if cfg.stage == "sft" and any(path.suffix != ".jsonl" for path in files):
             raise TrainingInputError(f"data.files={[str(p) for p in files]}: SFT reads .jsonl files of samples "
-                                     "(memorag/data/sft.py); make them with train/build_clue_data.py")
+                                     "(memorag/training/data/sft.py); make them with train/build_clue_data.py")
     if cfg.eval.files:
         check_files("eval.files", cfg.eval.files)
     check_memory_weights(cfg)

@@ -25,10 +25,10 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 
-from memorag.io import atomic_directory, is_saved, sha256_file
 from memorag.memory.checkpoint import CONFIG, FORMAT, WEIGHTS, verify_memory_weights
+from memorag.storage.io import atomic_directory, is_saved, sha256_file
 
-from .checkpoint import TRAIN_CONFIG, TRAINER_STATE
+from .run_checkpoints import TRAIN_CONFIG, TRAINER_STATE
 
 CARD_TEMPLATE = """---
 {front_matter}---
@@ -260,7 +260,7 @@ def base_shape(name: str) -> dict[str, Any]:
     """The shape fields a weights manifest records of a base model, read from `name`'s config alone."""
     from transformers import AutoConfig
 
-    from memorag.embedded import resolve_lm
+    from memorag.runtime.embedded import resolve_lm
 
     config = AutoConfig.from_pretrained(resolve_lm(name))
     config = getattr(config, "text_config", None) or config

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memorag.config import config_to_dict
-from memorag.io import atomic_write_text, sha256_file
+from memorag.storage.io import atomic_write_text, sha256_file
 
-from . import checkpoint as ckpt
+from . import run_checkpoints as ckpt
 from .config import TrainConfig
 from .errors import TrainingInputError
 

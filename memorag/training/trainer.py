@@ -34,7 +34,10 @@ from typing import Any
 import torch
 
 from memorag.config import config_to_dict, save_config
-from memorag.data import (
+from memorag.memory.checkpoint import load_memory_weights
+from memorag.memory.schedule import positions_needed
+from memorag.storage.io import atomic_write_text
+from memorag.training.data import (
     PackedBatches,
     SFTBatches,
     SFTSpec,
@@ -43,12 +46,9 @@ from memorag.data import (
     rank_slice,
     render_sample,
 )
-from memorag.io import atomic_write_text
-from memorag.memory.checkpoint import load_memory_weights
-from memorag.memory.schedule import positions_needed
 
-from . import checkpoint as ckpt
 from . import preflight, resume
+from . import run_checkpoints as ckpt
 from .build import build_model
 from .config import TrainConfig
 from .distributed import (

@@ -9,10 +9,10 @@ import torch
 
 from memorag.benchmarking.clock import TokenClock
 from memorag.benchmarking.device import BenchDevice, add_device_options, short_dtype
+from memorag.benchmarking.roofline import Shape, decode_bound_s, gemm_side, measure_peaks
 from memorag.benchmarking.shapes import SHAPES, random_base
-from memorag.memtrim import resident_mb
-from memorag.placement import PlacementError
-from memorag.roofline import Shape, decode_bound_s, gemm_side, measure_peaks
+from memorag.runtime.memtrim import resident_mb
+from memorag.runtime.placement import PlacementError
 from tests.fake_gpu import no_gpu  # noqa: F401 - a fixture, used by name
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import memorag.memory.attention as attention_module
-from memorag.roofline import Shape, memorize_flops, memorize_scores
+from memorag.benchmarking.roofline import Shape, memorize_flops, memorize_scores
 from tests.memory.conftest import random_ids, tiny_memory_model
 
 

@@ -7,8 +7,8 @@ import torch
 
 import memorag.memory.attention as attention_module
 from benchmarks.train import train_step_flops
+from memorag.benchmarking.roofline import Shape
 from memorag.memory.lowrank import apply_lowrank
-from memorag.roofline import Shape
 from tests.memory.conftest import VOCAB, random_ids, tiny_base, tiny_memory_model
 
 

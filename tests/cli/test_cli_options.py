@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memorag.cli import _overrides, answer_header, build_parser, main
+from memorag.commands.main import _overrides, answer_header, build_parser, main
 from memorag.pipeline import get_mode
 from tests.cli.test_cli import run_cli
 

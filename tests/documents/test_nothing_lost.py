@@ -9,8 +9,8 @@ import os
 import pytest
 
 from memorag.benchmarking import hostile_documents as hostile
-from memorag.cli_inputs import read_documents
 from memorag.documents import DocumentReadError, ReadOptions, detect_format, extract, read_paths
+from memorag.pipeline.inputs import read_documents
 
 from .builders import write
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memorag.config import config_from_dict
-from memorag.datasets.schema import CorpusTask, EvalExample, save_corpus_task, write_examples
 from memorag.evaluation import EvalConfig, Models
+from memorag.evaluation.datasets.schema import CorpusTask, EvalExample, save_corpus_task, write_examples
 from memorag.generation import Generator
 from memorag.retrieval.chunking import Document
 from tests.pipeline.conftest import TEST_SETTINGS, FakeHashEmbedder, one_thread, tiny_model  # noqa: F401 - one_thread: autouse

@@ -12,8 +12,8 @@ from memorag.evaluation.clue_sources import full_context_clues, write_clues
 from memorag.memory.memorizing import chain_hash
 from memorag.modes import memorag_full
 from memorag.modes.memorag import MemoRAGMode, clue_requests
+from memorag.modes.results import memory_text
 from memorag.pipeline import PipelineConfig
-from memorag.results import memory_text
 from tests.modes.test_memorag_full import tiny_tokenized_model, words
 from tests.pipeline.conftest import TEST_SETTINGS, make_rag
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from memorag.evaluation.clue_recall import load_checkpoint_model
-from memorag.placement import Placement
+from memorag.runtime.placement import Placement
 from tests.evaluation.test_clue_recall import checkpoint  # noqa: F401 - fixture
 from tests.evaluation.test_scripts import _script
 

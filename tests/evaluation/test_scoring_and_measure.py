@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from memorag.datasets.schema import EvalExample
+from memorag.evaluation.datasets.schema import EvalExample
 from memorag.evaluation.measure import MeteredGenerator, PeakMemory
 from memorag.evaluation.scoring import MetricError, score
 

@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 from memorag.generation import LocalGenerator
-from memorag.stop_tokens import stop_token_ids
+from memorag.runtime.stop_tokens import stop_token_ids
 from tests.memory.conftest import tiny_memory_model
 from tests.memory.test_persistence import tiny_tokenizer
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from memorag.datasets.schema import EvalExample
 from memorag.evaluation.clue_recall import clue_recall
+from memorag.evaluation.datasets.schema import EvalExample
 from memorag.pipeline.search import search
 from tests.modes.test_memorag_evidence import CLUES, DOCUMENTS, QUERY, FakeClueMemoryModel
 from tests.pipeline.conftest import FakeEchoGenerator, make_rag

@@ -1,5 +1,5 @@
 """dtype "auto" on the CPU: a bf16/fp16 checkpoint computes in float32 where the CPU has no native
-instructions for it and the float32 weights fit (memorag/cpu_dtype.py)."""
+instructions for it and the float32 weights fit (memorag/runtime/cpu_dtype.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from memorag import cpu_dtype
-from memorag.cpu_dtype import auto_cpu_dtype, native_on_cpu, settle_auto_dtype
 from memorag.generation import LocalGenerator
 from memorag.memory import MemoryConfig, MemoryModel
+from memorag.runtime import cpu_dtype
+from memorag.runtime.cpu_dtype import auto_cpu_dtype, native_on_cpu, settle_auto_dtype
 
 from .conftest import tiny_base
 from .test_persistence import tiny_tokenizer
@@ -64,7 +64,7 @@ def test_settle_casts_only_what_auto_loaded_on_the_cpu(no_native_half, caplog):
     def half_model():
         return nn.Linear(4, 4).to(torch.bfloat16)
 
-    with caplog.at_level(logging.INFO, logger="memorag.cpu_dtype"):
+    with caplog.at_level(logging.INFO, logger="memorag.runtime.cpu_dtype"):
         assert next(settle_auto_dtype(half_model(), {"dtype": "auto"}).parameters()).dtype == torch.float32
     assert "no native torch.bfloat16" in caplog.text and "dtype=bfloat16" in caplog.text
     assert next(settle_auto_dtype(half_model(), {}).parameters()).dtype == torch.float32  # "auto" is the default

@@ -173,7 +173,7 @@ def _bf16_step(value: float) -> float:
 def test_the_embedded_model_reproduces_the_pinned_greedy_ids_and_batches_exactly(embedded):
     from transformers import LogitsProcessorList
 
-    from memorag.stop_tokens import stop_token_ids
+    from memorag.runtime.stop_tokens import stop_token_ids
 
     model, memory = embedded
     golden = GOLDEN["embedded"]

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from memorag.cpu_dtype import native_on_cpu
 from memorag.memory import Memory, MemoryConfig, MemoryModel
+from memorag.runtime.cpu_dtype import native_on_cpu
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kjv_ruth_esther_jonah.txt"
 
@@ -18,7 +18,7 @@ def test_embedded_model_memorizes_and_generates(tmp_path):
     model = MemoryModel.from_pretrained(config=MemoryConfig(window=1024, ratios=[1024]))
     config = model.base_model.config
     assert (config.model_type, config.num_hidden_layers, config.hidden_size) == ("llama", 30, 576)
-    # "auto": the checkpoint's bf16 where this CPU computes it natively, else float32 (memorag/cpu_dtype.py)
+    # "auto": the checkpoint's bf16 where this CPU computes it natively, else float32 (memorag/runtime/cpu_dtype.py)
     assert model.dtype == (torch.bfloat16 if native_on_cpu(torch.bfloat16) else torch.float32) and model.layout.chat
     # The token-for-token comparison below runs in float32 on every CPU: in bf16 the window read and
     # transformers' whole-prompt read sum in different orders, and near-ties break differently by CPU.

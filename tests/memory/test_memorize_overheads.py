@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 import torch
 
-from memorag.memory.schedule import Piece
 from memorag.memory.masks import compaction_rows, piece_mask, row_split
+from memorag.memory.schedule import Piece
 from tests.host_reads import count_reads, project_reads
 
 from .conftest import CountOps, random_ids, tiny_memory_model

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import memorag.pipeline  # noqa: F401 - first: importing memorag.modes before it is an import cycle
-from memorag import prompts
 from memorag.modes.rqrag import parse_queries
 from memorag.pipeline import Evidence, PipelineConfig, PipelineError
+from memorag.prompting import prompts
 from memorag.retrieval import Document
 from tests.memory.test_persistence import word
 from tests.pipeline.conftest import FakeEchoGenerator, corpus_documents, make_rag, topic, words

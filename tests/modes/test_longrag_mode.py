@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from memorag import prompts
-from memorag.cli import _overrides, build_parser
+from memorag.commands.main import _overrides, build_parser
 from memorag.config import ConfigError, load_config
 from memorag.modes.longrag import LongRAGSettings, short_answer
 from memorag.pipeline import MemoRAG, PipelineConfig
 from memorag.pipeline.types import NO_CHUNK
+from memorag.prompting import prompts
 from memorag.retrieval import Document
 from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, make_rag, tiny_model
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from memorag import prompts
 from memorag.generation.prefix_cache import PrefixCache
 from memorag.memory import MemoryConfig, MemoryModel
 from memorag.memory.schedule import ContextTooLongError
 from memorag.modes.memorag import MemoRAGMode, clue_requests
 from memorag.modes.memorag_full import full_context_replies, full_context_reply
-from memorag.results import memory_text
+from memorag.modes.results import memory_text
+from memorag.prompting import prompts
 from tests.memory.conftest import perturb_memory_parameters, tiny_base
 from tests.memory.test_persistence import tiny_tokenizer, word
 from tests.pipeline.conftest import make_rag

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from memorag import prompts
 from memorag.generation import Generator
 from memorag.lite import GistMemoryTooLongError, GistSettings, gist_windows
 from memorag.pipeline import MemoRAG
+from memorag.prompting import prompts
 from memorag.retrieval import Document
 from tests.memory.test_persistence import tiny_tokenizer
 from tests.pipeline.conftest import corpus_documents, make_rag, topic

@@ -9,11 +9,11 @@ import logging
 import numpy as np
 import pytest
 
-from memorag import prompts
-from memorag.cli import _overrides, build_parser
+from memorag.commands.main import _overrides, build_parser
 from memorag.config import ConfigError, load_config
 from memorag.modes.mixpr import MixPRSettings
 from memorag.pipeline import MemoRAG, PipelineConfig
+from memorag.prompting import prompts
 from memorag.retrieval import mixpr as mixpr_module
 from tests.pipeline.conftest import FakeEchoGenerator, make_rag
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memorag.cli import _overrides, build_parser
+from memorag.commands.main import _overrides, build_parser
 from memorag.config import ConfigError, config_from_dict, config_to_dict, load_config
 from memorag.modes.longrag import LongRAGSettings
 from memorag.pipeline import PipelineConfig, available_modes, get_mode

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from memorag.cache_argument import cache_kwargs
 from memorag.generation import Generator, LocalGenerator
 from memorag.generation.prefix_cache import PrefixCache, common_prefix_length
+from memorag.runtime.cache_argument import cache_kwargs
 from tests.memory.conftest import tiny_base
 from tests.memory.test_persistence import tiny_tokenizer
 from tests.pipeline.conftest import FakeEchoGenerator, one_thread, words  # noqa: F401 - one_thread: autouse
@@ -140,7 +140,7 @@ def test_the_memory_models_base_caches_a_prefix_too():
 @pytest.mark.slow
 def test_the_embedded_smollm2_caches_a_corpus_prefix_through_its_chat_template():
     import memorag.pipeline  # noqa: F401 - before memorag.modes (import cycle)
-    from memorag.models import EMBEDDED_LM
+    from memorag.generation.models import EMBEDDED_LM
     from memorag.modes import cic_prompt
     from tests.modes.test_cic import DOCUMENTS
 

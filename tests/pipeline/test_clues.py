@@ -1,6 +1,13 @@
 """Clue parsing: markers, labels, echoes, acknowledgements, repeats, length in any script, caps."""
 
-from memorag.clues import combine_clues, detect_language, normalize, parse_clues, text_units, truncate_units
+from memorag.prompting.clues import (
+    combine_clues,
+    detect_language,
+    normalize,
+    parse_clues,
+    text_units,
+    truncate_units,
+)
 
 
 def test_numbering_bullets_labels_and_quotes_are_stripped():

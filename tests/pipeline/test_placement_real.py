@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from memorag.generation import LocalGenerator
-from memorag.models import EMBEDDED_LM
+from memorag.generation.models import EMBEDDED_LM
 from memorag.pipeline import MemoRAG
 
 TEXT = ("Naomi went with her husband Elimelech and their two sons from Bethlehem to the land of Moab. "

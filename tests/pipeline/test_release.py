@@ -8,8 +8,8 @@ import weakref
 
 import pytest
 
-from memorag.memtrim import can_trim, release_memory
 from memorag.pipeline import available_modes
+from memorag.runtime.memtrim import can_trim, release_memory
 from tests.pipeline.conftest import FakeEchoGenerator, corpus_documents, make_rag, topic
 
 

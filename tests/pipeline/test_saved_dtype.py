@@ -1,14 +1,14 @@
 """A save memorized in bf16 loads under dtype "auto" on a CPU where "auto" would pick float32
-(memorag/cpu_dtype.py): the memory model runs in the memory's dtype."""
+(memorag/runtime/cpu_dtype.py): the memory model runs in the memory's dtype."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from memorag import cpu_dtype
 from memorag.pipeline import MemoRAG
 from memorag.pipeline.persistence import ManifestMismatchError
+from memorag.runtime import cpu_dtype
 from tests.memory.test_cpu_dtype import half_base_folder  # noqa: F401 - fixture
 
 from .conftest import TEST_SETTINGS, FakeEchoGenerator, FakeHashEmbedder, topic

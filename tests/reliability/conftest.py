@@ -33,7 +33,7 @@ def tiny_lm(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from memorag.models import resolve_lm
+    from memorag.generation.models import resolve_lm
 
     folder = tmp_path_factory.mktemp("tiny-lm")
     tokenizer = AutoTokenizer.from_pretrained(resolve_lm(None))
@@ -68,7 +68,7 @@ class Result:
 @pytest.fixture
 def cli(capsys, monkeypatch):
     """Run `memorag ARGS...` in this process (no interpreter start-up per call)."""
-    from memorag.cli import main
+    from memorag.commands.main import main
 
     monkeypatch.delenv("MEMORAG_DEBUG", raising=False)
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
@@ -86,7 +86,7 @@ def run_subprocess(*args: str, timeout: int = 300) -> subprocess.CompletedProces
     """Run `memorag ARGS...` as its own process."""
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     environment.pop("MEMORAG_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "memorag.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "memorag.commands.main", *map(str, args)], capture_output=True, text=True,
                           env=environment, timeout=timeout, cwd=ROOT)
 
 

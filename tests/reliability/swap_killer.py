@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-import memorag.io as io
+import memorag.storage.io as io
 
 STEPS = {"exchange": ("before-move-1", "after-move-1", "mid-removal"),
          "renames": ("before-move-1", "after-move-1", "after-move-2", "mid-removal")}
@@ -66,7 +66,7 @@ def install(swap: str, step: str, target: Path) -> None:
 
 def write_fake(target: Path, documents: list[str]) -> None:
     """A fake save: the documents of the save at `target` (if any) and `documents`, one file each."""
-    from memorag.locking import save_lock
+    from memorag.storage.locking import save_lock
 
     with save_lock(target), io.atomic_directory(target) as staging:
         old = sorted(path.name for path in target.iterdir()) if target.is_dir() else []
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
     if kind == "fake":
         write_fake(target_path, rest)
         return 0
-    from memorag.cli import main as cli_main
+    from memorag.commands.main import main as cli_main
 
     return cli_main(rest)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memorag import io
-from memorag.locking import recover_save, save_lock, stale_temporaries
+from memorag.storage import io
+from memorag.storage.locking import recover_save, save_lock, stale_temporaries
 from tests.reliability.conftest import ROOT, text_of
 from tests.reliability.swap_killer import STEPS
 
@@ -90,7 +90,7 @@ def test_the_old_save_of_an_interrupted_swap_is_never_removed_as_a_leftover(tmp_
 def three_documents_saved(tiny_lm, tmp_path_factory) -> tuple[Path, list[str], Path]:
     """A save of three documents made by `memorag memorize` with the tiny model, the options, and a
     fourth and fifth document to add."""
-    from memorag.cli import main
+    from memorag.commands.main import main
 
     folder = tmp_path_factory.mktemp("saved")
     args = ["--memory-model", str(tiny_lm), "--retriever", "bm25", "--set", "memory.window=32"]

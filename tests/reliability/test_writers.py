@@ -29,13 +29,13 @@ def dying(*args, **kwargs):
     original(*args, **kwargs)
     os.kill(os.getpid(), signal.SIGKILL)
 setattr(owner, step, dying)
-from memorag.cli import main
+from memorag.commands.main import main
 sys.exit(main(sys.argv[3:]))
 """
 
 HOLD = """
 import sys, time
-from memorag.locking import save_lock
+from memorag.storage.locking import save_lock
 with save_lock(sys.argv[1]):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -65,7 +65,7 @@ def test_two_writers_at_once_both_documents_end_in_the_save(tiny_args, tmp_path)
     out = tmp_path / "save"
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     environment.pop("MEMORAG_DEBUG", None)
-    writers = [subprocess.Popen([sys.executable, "-m", "memorag.cli", "memorize", str(path), "--out", str(out),
+    writers = [subprocess.Popen([sys.executable, "-m", "memorag.commands.main", "memorize", str(path), "--out", str(out),
                                  *tiny_args], cwd=ROOT, env=environment, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for path in (first, second)]
     results = [(writer.wait(timeout=600), *writer.communicate()) for writer in writers]

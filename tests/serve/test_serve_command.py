@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memorag.cli import main as cli_main
+from memorag.commands.main import main as cli_main
 from memorag.serve.command import exposure
 from tests.serve.conftest import free_port, read_events
 
@@ -22,7 +22,7 @@ EXAMPLE = ROOT / "examples" / "kjv_ruth_esther_jonah.txt"
 
 
 def test_serve_help_names_the_api():
-    result = subprocess.run([sys.executable, "-m", "memorag.cli", "serve", "--help"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "memorag.commands.main", "serve", "--help"], capture_output=True,
                             text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0
     assert "--store" in result.stdout and "/corpora/NAME/ask" in result.stdout and "--max-loaded" in result.stdout
@@ -55,7 +55,7 @@ def test_the_startup_line_says_how_the_server_is_exposed():
 
 @pytest.mark.slow
 def test_serve_refuses_bad_arguments_before_loading_models(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "memorag.cli", "serve", "--store", str(tmp_path), "--port",
+    result = subprocess.run([sys.executable, "-m", "memorag.commands.main", "serve", "--store", str(tmp_path), "--port",
                              "70000"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 2 and "--port 70000 is not a port number" in result.stderr
 
@@ -65,7 +65,7 @@ def test_serve_answers_a_real_http_client_with_the_embedded_models(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "-m", "memorag.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+    command = [sys.executable, "-m", "memorag.commands.main", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--store", str(tmp_path / "store"), "--log-level", "warning",
                "--set", "clue_max_new_tokens=16", "--set", "answer_max_new_tokens=24"]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

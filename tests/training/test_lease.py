@@ -11,7 +11,7 @@ import numpy
 import pytest
 import torch
 
-from memorag.training import checkpoint as ckpt
+from memorag.training import run_checkpoints as ckpt
 from memorag.training.base_pack import (
     MANIFEST,
     QUANT_FILE,

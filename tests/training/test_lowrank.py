@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
+from memorag.benchmarking.roofline import Shape
 from memorag.memory import MemoryConfig, MemoryModel
 from memorag.memory.checkpoint import CONFIG, load_memory_weights
 from memorag.memory.lowrank import apply_lowrank, describe_projections, merge_lowrank
-from memorag.roofline import Shape
 from tests.memory.conftest import random_ids, tiny_base
 
 

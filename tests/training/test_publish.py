@@ -12,12 +12,12 @@ import torch
 import yaml
 
 from memorag.config import load_config, save_config
+from memorag.generation.models import verify_memory_weights
 from memorag.memory.checkpoint import CONFIG, WEIGHTS, MemoryWeightsError
-from memorag.models import verify_memory_weights
 from memorag.training.build import build_model
-from memorag.training.checkpoint import TRAIN_CONFIG
 from memorag.training.config import TrainConfig
 from memorag.training.publish import model_card, publish_memory_weights
+from memorag.training.run_checkpoints import TRAIN_CONFIG
 from tests.training.helpers import ROOT
 
 REPORT = {"step": 40, "num_sequences": 3, "seq_length": 4096, "window": 256, "score_windows": 4,

@@ -12,8 +12,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from memorag.training import checkpoint as ckpt
 from memorag.training import resume
+from memorag.training import run_checkpoints as ckpt
 from memorag.training import trainer as trainer_module
 from memorag.training.errors import TrainingInputError
 from memorag.training.schedules import lr_factor

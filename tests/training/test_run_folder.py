@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from memorag.locking import lock_path
+from memorag.storage.locking import lock_path
 from memorag.training import trainer as trainer_module
 from memorag.training.cli import train_main
 from memorag.training.trainer import Trainer

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from memorag.memory import MemoryModel
-from memorag.training import checkpoint as ckpt
+from memorag.training import run_checkpoints as ckpt
 from memorag.training.trainer import Trainer
 from tests.memory.conftest import random_ids, tiny_base
 from tests.memory.test_persistence import tiny_tokenizer, word

@@ -1,10 +1,8 @@
 """Evaluation tasks: what the harness asks and where the questions come from.
 
 The examples, the packaged real sets, their builders and the generated tasks live in
-:mod:`memorag.datasets` (the training data reads them too, and must not import the harness).
-The modules of the same names here (``schema``, ``lengths``, ``packaged``, ``assembly``,
-``hotpotqa``, ``squad``, ``synthetic``, ``filler``) only re-export them for code that imports
-the old names. Of its own this package holds:
+:mod:`memorag.evaluation.datasets` (the training data reads them too, and must not import the harness).
+Of its own this package holds:
 
 * ``loaders`` - benchmarks in their original formats (LongBench, InfiniteBench, UltraDomain,
   LongRAG, LOFT).

@@ -2,11 +2,11 @@
 
 None of these sets can be installed from a package registry; users who have
 them (downloaded elsewhere) point these loaders at the files. Each record
-becomes an :class:`~memorag.datasets.schema.EvalExample` (``proxy=False``: these
+becomes an :class:`~memorag.evaluation.datasets.schema.EvalExample` (``proxy=False``: these
 are the real benchmarks) and keeps its original fields, except the long
 context, in ``meta["original"]``. A missing file is a ``FileNotFoundError``; a
 line that is not JSON, a missing field or a field of the wrong type is an
-:class:`~memorag.datasets.schema.EvalDataError` naming the file, the line and the field.
+:class:`~memorag.evaluation.datasets.schema.EvalDataError` naming the file, the line and the field.
 
 Formats (one JSON object per line unless said otherwise):
 
@@ -26,7 +26,7 @@ Formats (one JSON object per line unless said otherwise):
   ``corpus.jsonl`` (``pid``, ``title_text``, ``passage_text``, ``metadata``)
   and ``{dev,test,few_shot}_queries.jsonl`` (``qid``, ``query_text``,
   ``answers``, ``metadata`` with ``qrels`` = ``[[pid, score], ...]``); loaded as
-  a :class:`~memorag.datasets.schema.CorpusTask`.
+  a :class:`~memorag.evaluation.datasets.schema.CorpusTask`.
 * LongRAG query files (its ``nq`` / ``hotpot_qa`` test sets, JSON lines or a
   JSON list): ``query_id``, ``query``, ``answer`` (list), ``context_titles``
   (the titles of the retrieved long units), ``context`` (their text), and for
@@ -41,8 +41,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memorag.datasets.schema import CorpusTask, EvalDataError, EvalExample, read_jsonl_records
-from memorag.prompts import LONGBENCH_PROMPTS
+from memorag.evaluation.datasets.schema import CorpusTask, EvalDataError, EvalExample, read_jsonl_records
+from memorag.prompting.prompts import LONGBENCH_PROMPTS
 from memorag.retrieval.chunking import Document
 
 LONGBENCH_METRICS: dict[str, str] = {

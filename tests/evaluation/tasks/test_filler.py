@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from memorag.datasets import filler as filler_module
-from memorag.datasets.filler import (
+from memorag.evaluation.datasets import filler as filler_module
+from memorag.evaluation.datasets.filler import (
     KJV_FALLBACK_FILE,
     FillerUnavailableError,
     cycle_units,
@@ -60,7 +60,7 @@ def test_whole_kjv_from_the_debian_package():
 
 
 def test_fallback_to_the_repository_excerpt_with_a_warning(no_bible_command, caplog):
-    with caplog.at_level(logging.WARNING, logger="memorag.datasets.filler"):
+    with caplog.at_level(logging.WARNING, logger="memorag.evaluation.datasets.filler"):
         kjv = kjv_filler()
     assert kjv.source == str(KJV_FALLBACK_FILE)
     assert kjv.units[0].startswith("Now it came to pass in the days when the judges ruled")

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from memorag.datasets.schema import EvalDataError
 from memorag.evaluation import metrics
+from memorag.evaluation.datasets.schema import EvalDataError
 from memorag.evaluation.tasks.loaders import (
     LONGBENCH_METRICS,
     load_infinitebench,

