@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memorag.retrieval.locations import Heading
+from memorag.locations import Heading
 
 
 @dataclass

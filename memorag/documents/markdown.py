@@ -9,7 +9,7 @@ inside a code block does not.
 from __future__ import annotations
 
 from memorag.documents.extracted import Extracted
-from memorag.retrieval.locations import Heading
+from memorag.locations import Heading
 
 
 def read_markdown(text: str) -> Extracted:

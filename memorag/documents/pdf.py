@@ -19,7 +19,7 @@ from collections import Counter
 
 from memorag.documents.errors import DocumentReadError
 from memorag.documents.extracted import Extracted, TextBuilder
-from memorag.retrieval.locations import Heading
+from memorag.locations import Heading
 
 OCR_FIX = "it looks scanned: run OCR first, e.g. `ocrmypdf {name} {stem}-ocr.pdf`, and give the result"
 _SOFT_HYPHEN_BREAK = re.compile("\x02\n")

@@ -15,7 +15,7 @@ from typing import Any
 from memorag.errors import InputError
 from memorag.prompting.answer_check import no_answer_reason
 from memorag.retrieval.chunking import Chunk, Document
-from memorag.retrieval.locations import citation
+from memorag.locations import citation
 
 NO_CHUNK = -1  # `Evidence.chunk_id` of text given whole or cut, not one of the pipeline's chunks
 
@@ -46,7 +46,7 @@ class Evidence:
     for evidence no retrieval list fetched (whole documents, cut text).
     Modes that read no chunks give spans with `chunk_id` NO_CHUNK: whole documents (cic, longrag), the kept
     head and tail of the corpus (full). `page`, `last_page` and `section` say where in its file the span
-    lies (`memorag.retrieval.locations`); `citation` says it for a reader: "report.pdf, p. 12".
+    lies (`memorag.locations`); `citation` says it for a reader: "report.pdf, p. 12".
     """
 
     chunk_id: int

@@ -7,7 +7,7 @@ and ``chunk_documents_for_mixpr`` cut into short sentence-like pieces (at most
 
 Every chunk keeps exact character offsets into its document, so
 ``chunk.text == document.text[chunk.start_char:chunk.end_char]`` always holds, and
-the pages and section of the file it came from (``memorag.retrieval.locations``).
+the pages and section of the file it came from (``memorag.locations``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from memorag.retrieval.locations import Heading, Location, locate
+from memorag.locations import Heading, Location, locate
 
 
 @dataclass
