@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memorag.errors import InputError
+from memorag.locations import citation
 from memorag.prompting.answer_check import no_answer_reason
 from memorag.retrieval.chunking import Chunk, Document
-from memorag.locations import citation
 
 NO_CHUNK = -1  # `Evidence.chunk_id` of text given whole or cut, not one of the pipeline's chunks
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from memorag.documents import DocumentReadError, ReadOptions, detect_format, extract, read_file, read_paths
-from memorag.retrieval.chunking import Document, chunk_documents_for_mixpr
 from memorag.locations import citation
+from memorag.retrieval.chunking import Document, chunk_documents_for_mixpr
 
 from .builders import HTML, MARKDOWN, docx_bytes, pdf_bytes, write
 
