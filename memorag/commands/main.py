@@ -28,8 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from memorag.errors import CliInputError, is_usage_error
-from memorag.pipeline.inputs import (
+from memorag.documents.command_options import (
     add_document_options,
     cache_key,
     cache_root,
@@ -37,6 +36,7 @@ from memorag.pipeline.inputs import (
     read_documents,
     read_options,
 )
+from memorag.errors import CliInputError, is_usage_error
 from memorag.prompting.answer_check import EchoGate, describe_no_answer
 from memorag.runtime.embedded import memory_weights_are_untrained
 from memorag.runtime.placement import add_placement_arguments, placement_settings
@@ -339,9 +339,9 @@ def _open_cached(args, console: Console, documents: list, overrides: dict):
     which later questions in any mode reuse, except for a mode that reads gists instead (memorag-lite:
     its gists are saved, and a text longer than the memory reaches is still asked)."""
     from memorag.errors import ManifestMismatchError, SaveFormatError
-    from memorag.pipeline import MemoRAG, get_mode, is_saved_pipeline
+    from memorag.pipeline import IDENTITY_KEYS, MemoRAG, get_mode, is_saved_pipeline
 
-    folder = cache_root() / cache_key(args.documents, read_options(args), overrides)
+    folder = cache_root() / cache_key(args.documents, read_options(args), overrides, IDENTITY_KEYS)
     if is_saved_pipeline(folder):
         try:
             console.info(f"loading the memorized {', '.join(args.documents)} from the cache ({folder})...")

@@ -17,8 +17,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from memorag.documents.command_options import add_read_limit_options
 from memorag.documents.options import ReadOptions
-from memorag.pipeline.inputs import add_read_limit_options
 from memorag.serve.guard import API_KEY_ENV, is_loopback
 from memorag.serve.limits import MIB, ServeLimits
 

@@ -10,7 +10,7 @@ import pytest
 
 from memorag.benchmarking import hostile_documents as hostile
 from memorag.documents import DocumentReadError, ReadOptions, detect_format, extract, read_paths
-from memorag.pipeline.inputs import read_documents
+from memorag.documents.command_options import read_documents
 
 from .builders import write
 

@@ -86,11 +86,10 @@ def cache_root() -> Path:
     return Path(base) / "memorag" / "asked"
 
 
-def cache_key(paths: Sequence[str], options: ReadOptions, settings: dict) -> str:
+def cache_key(paths: Sequence[str], options: ReadOptions, settings: dict, identity_keys: Sequence[str]) -> str:
     """A key for the files `paths` name (their names and bytes), how they are read, and the
-    settings that shape a save (models, chunking: `PipelineConfig.IDENTITY_KEYS`)."""
+    settings that shape a save (`identity_keys`: the pipeline's `IDENTITY_KEYS`, models and chunking)."""
     from memorag.config import config_to_dict
-    from memorag.pipeline import IDENTITY_KEYS
 
     digest = hashlib.sha256()
     for file, root in walk(list(paths), options).files:
@@ -102,7 +101,7 @@ def cache_key(paths: Sequence[str], options: ReadOptions, settings: dict) -> str
         except (OSError, DocumentReadError):
             digest.update(b"\0unreadable")  # reported when read
         digest.update(b"\0")
-    shaping = {key: settings[key] for key in IDENTITY_KEYS if key in settings}
+    shaping = {key: settings[key] for key in identity_keys if key in settings}
     shaping = {key: config_to_dict(value) if hasattr(value, "__dataclass_fields__") else value
                for key, value in shaping.items()}
     digest.update(json.dumps([options.encoding, shaping], sort_keys=True, default=str).encode())
