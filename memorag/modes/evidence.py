@@ -279,12 +279,13 @@ class EvidenceStep:
         room = self.room_without_evidence(query, task, language)
         if room is None:
             return None
-        room = int(room * TOKENIZER_MARGIN)
-        if room < 1:
+        if int(room * TOKENIZER_MARGIN) < 1:
             self._too_long(query, task, language, room)
-        return room
+        return int(room * TOKENIZER_MARGIN)
 
     def _too_long(self, query: str, task: str, language: str, room: int) -> None:
+        """Raise `QueryTooLongError` for a prompt and answer that leave `room` tokens of the window
+        (before the margin), with the fixes that would leave at least one token after it."""
         window = self.generator.context_window
         answer = self.max_new_tokens(task)
         overhead = window - answer - room  # the prompt's tokens, with the query

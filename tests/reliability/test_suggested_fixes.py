@@ -82,6 +82,24 @@ def test_a_huge_query_is_refused_before_clue_writing(monkeypatch):
         rag.ask("word " * 20_000)
 
 
+@pytest.mark.parametrize("answer_tokens", [190, 199, 260])
+def test_the_suggested_answer_length_is_the_longest_that_fits(answer_tokens):
+    from memorag.pipeline import QueryTooLongError
+    from tests.pipeline.conftest import FakeEchoGenerator, corpus_documents, make_rag
+
+    def ask(answer_max_new_tokens: int):
+        rag = make_rag(generator=FakeEchoGenerator(context_window=200), answer_max_new_tokens=answer_max_new_tokens)
+        rag.memorize(corpus_documents())
+        return rag.ask("where is the king", mode="rag")
+
+    with pytest.raises(QueryTooLongError) as refused:
+        ask(answer_tokens)
+    fitting = int(str(refused.value).split("answer in at most ")[1].split(" tokens")[0])
+    assert ask(fitting).answer == "the fake answer"
+    with pytest.raises(QueryTooLongError):
+        ask(fitting + 1)
+
+
 def test_wide_encodings_and_misencoded_files_fixes_work(cli, tiny_args, tmp_path):
     # UTF-16 with its byte-order mark, and latin-1, are read as they are (the encoding detected)
     wide = tmp_path / "wide.txt"
