@@ -1,24 +1,32 @@
-r"""Write a trained memory checkpoint's clues for each example, and compare clue-driven retrieval
-recall with query-only recall (same retriever, same k).
+r"""Write a trained memory checkpoint's clues for each example, and compare
+clue-driven retrieval recall with query-only recall (same retriever, same k).
 
-    python eval/generate_clues.py --checkpoint runs/sft-smollm2/final --data data/synthetic/synthetic_niah_single_8192.jsonl
-    python eval/generate_clues.py --checkpoint runs/pretrain-qwen2/final --base Qwen/Qwen2-7B-Instruct \
-        --data data/hotpot_corpus/ --k 10 --out runs/clues/hotpot.jsonl --device cuda --dtype bfloat16 \
-        retriever=bm25 clue_kinds=[spans]    # --load-in-4bit instead of --dtype on a 16-24 GB GPU
+    python eval/generate_clues.py --checkpoint runs/sft-smollm2/final \
+        --data data/synthetic/synthetic_niah_single_8192.jsonl
+    python eval/generate_clues.py --checkpoint runs/pretrain-qwen2/final \
+        --base Qwen/Qwen2-7B-Instruct --data data/hotpot_corpus/ --k 10 \
+        --out runs/clues/hotpot.jsonl --device cuda --dtype bfloat16 \
+        retriever=bm25 clue_kinds=[spans]
+        # --load-in-4bit instead of --dtype on a 16-24 GB GPU
 
---data is a file of EvalExample JSON lines (eval/synthetic.py writes them), a saved
-shared-corpus task folder, or hotpotqa:TOKENS: held-out HotpotQA questions (rows 5,000 and above,
---num-examples of them, default 50), each in a context of TOKENS tokens. The base model is the one recorded in the checkpoint unless --base
-is given. The models load on a CUDA GPU when there is one, else on the CPU (--device, --dtype,
---load-in-4bit or --load-in-8bit, and --threads choose). Trailing key=value settings go to the
-pipeline (memorag.pipeline.PipelineConfig: retriever, embedder, chunk_tokens, clue_kinds,
-max_clues, ...). Writes OUT (one JSON line per
-example: clues, raw memory replies, hits and recalls) and OUT with .summary.json; prints the
-summary. --clue-source full-context or answer scores a reference instead of the memory's clues
-(the base reading the whole context; the gold answer), which bounds what the memory's can reach
-(memorag.evaluation.clue_sources). Records are kept in OUT's .partial.jsonl as they are made: a
-run that stops (killed, out of time) goes on where it stopped when started again with the same
-arguments; other settings are refused. The logic lives in memorag.evaluation.clue_recall.
+--data is a file of EvalExample JSON lines (eval/synthetic.py writes them), a
+saved shared-corpus task folder, or hotpotqa:TOKENS: held-out HotpotQA
+questions (rows 5,000 and above, --num-examples of them, default 50), each in
+a context of TOKENS tokens. The base model is the one recorded in the
+checkpoint unless --base is given. The models load on a CUDA GPU when there is
+one, else on the CPU (--device, --dtype, --load-in-4bit or --load-in-8bit, and
+--threads choose). Trailing key=value settings go to the pipeline
+(memorag.pipeline.PipelineConfig: retriever, embedder, chunk_tokens,
+clue_kinds, max_clues, ...).
+
+Writes OUT (one JSON line per example: clues, raw memory replies, hits and
+recalls) and OUT with .summary.json; prints the summary. --clue-source
+full-context or answer scores a reference instead of the memory's clues (the
+base reading the whole context; the gold answer), which bounds what the
+memory's can reach (memorag.evaluation.clue_sources). Records are kept in
+OUT's .partial.jsonl as they are made: a run that stops (killed, out of time)
+goes on where it stopped when started again with the same arguments; other
+settings are refused. The logic lives in memorag.evaluation.clue_recall.
 """
 
 from __future__ import annotations

@@ -1,28 +1,33 @@
-"""Run the evaluation harness: modes x tasks x context lengths -> JSON lines, markdown tables, plots.
-
-The protocol (tasks, metrics, recall, the held-out split, the records) is docs/evaluation.md.
+"""Run the evaluation harness: modes x tasks x context lengths -> JSON lines,
+markdown tables, plots. The protocol (tasks, metrics, recall, the held-out
+split, the records) is docs/evaluation.md.
 
     python eval/run.py --config configs/eval/smoke.yaml
-    python eval/run.py --config configs/eval/cpu-hour.yaml out_dir=runs/eval/cpu-hour2 modes=[rag,memorag]
-    python eval/run.py --config configs/eval/smoke.yaml num_examples=1 progress=false
-    python eval/run.py --help       # this text and every setting (key=value overrides, dotted for sections)
+    python eval/run.py --config configs/eval/cpu-hour.yaml \\
+        out_dir=runs/eval/cpu-hour2 modes=[rag,memorag]
+    python eval/run.py --config configs/eval/smoke.yaml num_examples=1
+    python eval/run.py --help  # this text and every setting (key=value)
 
-On several GPUs or machines, split the questions into N disjoint parts and join them after:
+On several GPUs or machines, split the questions into N disjoint parts and
+join them after (the shards run anywhere, in any order):
 
-    python eval/run.py --config configs/eval/paper-7b.yaml shard=0/4    # ... shard=3/4, anywhere, in any order
-    accelerate launch --multi_gpu --num_processes 4 eval/run.py --config configs/eval/paper-7b.yaml  # a part per GPU
-    sbatch --array=0-3 slurm/eval.sbatch configs/eval/paper-7b.yaml                      # one part per array task
-    python eval/run.py --config configs/eval/paper-7b.yaml --merge      # the same overrides as the shards
+    python eval/run.py --config configs/eval/paper-7b.yaml shard=0/4
+    accelerate launch --multi_gpu --num_processes 4 \\
+        eval/run.py --config configs/eval/paper-7b.yaml  # a part per GPU
+    sbatch --array=0-3 slurm/eval.sbatch configs/eval/paper-7b.yaml
+    python eval/run.py --config configs/eval/paper-7b.yaml --merge
 
-A shard writes out_dir/shards/I-of-N/ and resumes like a whole run; under accelerate launch (or torchrun)
-each process takes the part of its RANK of WORLD_SIZE and, with pipeline.device=cuda, the GPU of its
-LOCAL_RANK. The merge writes the files below as an unsharded run would, or names the shards that are
-missing or unfinished.
+A shard writes out_dir/shards/I-of-N/ and resumes like a whole run; under
+accelerate launch (or torchrun) each process takes the part of its RANK of
+WORLD_SIZE and, with pipeline.device=cuda, the GPU of its LOCAL_RANK. The
+merge (with the same overrides as the shards) writes the files below as an
+unsharded run would, or names the shards that are missing or unfinished.
 
-Results go to `out_dir`: examples.jsonl (one record per question and mode), cells.jsonl (one
-summary per mode x task x length), results.md (tables), plots/*.png and config.yaml (the
-resolved settings). A rerun over the same out_dir resumes: finished cells and recorded
-examples are skipped. The logic lives in memorag.evaluation.
+Results go to `out_dir`: examples.jsonl (one record per question and mode),
+cells.jsonl (one summary per mode x task x length), results.md (tables),
+plots/*.png and config.yaml (the resolved settings). A rerun over the same
+out_dir resumes: finished cells and recorded examples are skipped. The logic
+lives in memorag.evaluation.
 """
 
 from __future__ import annotations

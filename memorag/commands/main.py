@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = commands.add_parser(
         "ask", help="answer a query about a memorized context",
-        usage="memorag ask (DIR | DOCUMENT | --context FILE [FILE ...]) QUERY [options]",
+        usage="memorag ask (DIR | DOCUMENT | --context FILE...) QUERY [options]",
         description="Answer QUERY from DIR (written by `memorag memorize`), from a DOCUMENT (a PDF, Word, HTML, "
                     "Markdown or text file, or a folder of them: memorized once and cached under "
                     "~/.cache/memorag/asked, or $MEMORAG_CACHE_DIR), or from files memorized on the fly (--context). "
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     clues = commands.add_parser(
         "clues", help="print the memory model's clues for a query",
-        usage="memorag clues (DIR | DOCUMENT | --context FILE [FILE ...]) QUERY [options]",
+        usage="memorag clues (DIR | DOCUMENT | --context FILE...) QUERY [options]",
         description="Print the clues the memory model writes for QUERY, one per line (key points with --task summarize).",
     )
     _ask_options(clues, clues_only=True)

@@ -20,7 +20,7 @@ def train_parser(stage: str, description: str | None = None) -> argparse.Argumen
     (what it does, with examples) as the description, and every setting as the epilog."""
     script = SCRIPTS[stage]
     parser = argparse.ArgumentParser(
-        prog=script, usage=f"[accelerate launch [OPTIONS]] {script} --config FILE [key=value ...]",
+        prog=script, usage=f"[accelerate launch ...] {script} --config FILE [key=value ...]",
         description=description, epilog=format_config_help(TrainConfig),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", metavar="FILE", help="a YAML file of settings (configs/pretrain/*.yaml, "
@@ -71,9 +71,9 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
         out = args[index + 1]
         del args[index : index + 2]
     if any(a in ("-h", "--help") for a in args):
-        print("usage: python train/evaluate.py --config FILE [--out RESULT.json] [key=value ...]\n"
-              "Scores eval.files under eval.* with model.memory_weights (a checkpoint folder, or null for the\n"
-              "untrained memory). The TrainConfig keys follow.\n")
+        print("usage: python train/evaluate.py --config FILE [--out FILE] [key=value ...]\n"
+              "Scores eval.files under eval.* with model.memory_weights (a checkpoint\n"
+              "folder, or null for the untrained memory). The TrainConfig keys follow.\n")
     try:
         return _evaluate(config_from_argv(TrainConfig, args), out)
     except ConfigError as error:

@@ -66,7 +66,7 @@ def test_the_training_scripts_help_has_a_usage_line_a_description_and_examples()
                                   ("sft", "train/sft.py", "configs/debug-sft.yaml")):
         doc = ast.get_docstring(ast.parse((ROOT / script).read_text()))
         shown = train_parser(stage, doc).format_help()
-        assert shown.startswith(f"usage: [accelerate launch [OPTIONS]] {script} --config FILE [key=value ...]")
+        assert shown.startswith(f"usage: [accelerate launch ...] {script} --config FILE [key=value ...]")
         assert doc.splitlines()[0] in shown and f"python {script} --config {config}" in shown
         assert "optim.lr" in shown and "logging.wandb: bool = False" in shown
 
@@ -85,3 +85,17 @@ def test_the_length_report_gives_the_reach_of_the_weights_and_ratio_used():
     line = _describe_reach(reached, 12_513)
     assert "12,513 tokens read" in line and "reaches 63,488 tokens" in line and "8,192 positions" in line
     assert _reach(SimpleNamespace(memory=None)) is None
+
+
+def test_every_command_and_script_help_fits_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    parser = build_parser()
+    (commands,) = [action for action in parser._actions if action.dest == "command"]
+    shown = {"memorag": parser.format_help(), **{f"memorag {name}": sub.format_help()
+                                                  for name, sub in commands.choices.items()}}
+    for stage, script in (("pretrain", "train/pretrain.py"), ("sft", "train/sft.py")):
+        shown[script] = train_parser(stage, ast.get_docstring(ast.parse((ROOT / script).read_text()))).format_usage()
+    for script in ("train/pretrain.py", "train/sft.py", "eval/run.py", "eval/generate_clues.py"):
+        shown[f"{script} description"] = ast.get_docstring(ast.parse((ROOT / script).read_text()))
+    wide = {name: line for name, text in shown.items() for line in text.splitlines() if len(line) > 80}
+    assert not wide, f"help lines wider than 80 columns: {wide}"
