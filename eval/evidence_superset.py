@@ -10,7 +10,7 @@ whose count disagrees with the recorded recall stops the script) and each record
 are matched against the gold sentences as the harness's recall does (`memorag.evaluation.recall`).
 Two rag references are compared: rag's whole evidence as the run gave it, and rag's `--query-hits`
 best-scored chunks, the query's own hits that the reference evidence rule gives the clue-driven
-modes (`memorag_hits`, 3 by default). Writes superset.md and superset.json into the run folder.
+modes (`hits_per_query`, 6 by default). Writes superset.md and superset.json into the run folder.
 """
 
 from __future__ import annotations
@@ -129,8 +129,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--modes", nargs="+", default=["memorag", "memorag-lite"],
                         help="the modes compared to --base")
     parser.add_argument("--base", default="rag", help="the mode whose gold sentences must be kept (default rag)")
-    parser.add_argument("--query-hits", type=int, default=3,
-                        help="the base's best chunks that stand for the query's own hits (memorag_hits; default 3)")
+    parser.add_argument("--query-hits", type=int, default=None,
+                        help="the base's best chunks that stand for the query's own hits (default: the run's "
+                             "hits_per_query, how deep the query retrieves under the reference rule)")
     return parser.parse_args(argv)
 
 
@@ -139,11 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("config.yaml", "examples.jsonl"):
         if not (args.run / name).is_file():
             raise SystemExit(f"{args.run / name} is missing: pass --run with an eval/run.py output folder")
-    coverage = load_eval_config(str(args.run / "config.yaml"), []).span_coverage
-    rows = compare(args.run, args.modes, args.base, args.query_hits, coverage)
-    text = table(rows, args.modes, args.base, args.query_hits)
+    config = load_eval_config(str(args.run / "config.yaml"), [])
+    query_hits = args.query_hits or config.pipeline.hits_per_query
+    rows = compare(args.run, args.modes, args.base, query_hits, config.span_coverage)
+    text = table(rows, args.modes, args.base, query_hits)
     intro = (f"Gold sentences (HotpotQA supporting facts) each mode's evidence held, per question; "
-             f"`{args.base}@{args.query_hits}` is {args.base}'s {args.query_hits} best-scored chunks (the "
+             f"`{args.base}@{query_hits}` is {args.base}'s {query_hits} best-scored chunks (the "
              f"query's own hits under the reference evidence rule). Written by eval/evidence_superset.py.\n\n")
     atomic_write_text(args.run / "superset.md", intro + text)
     atomic_write_text(args.run / "superset.json", json.dumps(rows, indent=1) + "\n")
