@@ -3,7 +3,7 @@
 from .collate import collate_samples, collate_sequences, rank_slice
 from .packing import PackedBatches, PackingSpec
 from .sft import NoBatchError, SFTBatches, SFTSample, SFTSpec, TokenizedSample, read_sft_jsonl, render_sample
-from .sources import expand_files, read_blocks
+from .document_files import expand_files, read_blocks
 
 __all__ = [
     "NoBatchError",
