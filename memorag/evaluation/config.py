@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memorag.config import ConfigError, config_to_dict, load_config
-from memorag.evaluation.shards import Shard
 from memorag.evaluation.example_sources import SOURCES, TaskSource, check_source_options
+from memorag.evaluation.shards import Shard
 from memorag.pipeline.types import PipelineConfig
 
 

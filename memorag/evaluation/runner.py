@@ -46,10 +46,10 @@ from memorag.evaluation.config import (
 from memorag.evaluation.datasets.hotpotqa import hotpotqa_few_shot
 from memorag.evaluation.datasets.lengths import count_tokens
 from memorag.evaluation.datasets.schema import CorpusTask, EvalExample
-from memorag.evaluation.measure import MeteredGenerator, PeakMemory, evidence_tokens
-from memorag.evaluation.shards import Shard, ShardManifest
 from memorag.evaluation.example_sources import BuildRequest, build_task_data
+from memorag.evaluation.measure import MeteredGenerator, PeakMemory, evidence_tokens
 from memorag.evaluation.results_store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
+from memorag.evaluation.shards import Shard, ShardManifest
 from memorag.evaluation.summary import summarize_cell
 from memorag.evaluation.tasks.loaders import loft_few_shot
 from memorag.generation import Generator
