@@ -41,8 +41,8 @@ import time
 from memorag.config import ConfigError, format_config_help
 from memorag.evaluation import EvalConfig, EvalError, load_eval_config, run_evaluation
 from memorag.evaluation.merge import merge_shards
+from memorag.evaluation.results_store import ResultsMismatchError
 from memorag.evaluation.shards import local_device, shard_from_environment
-from memorag.evaluation.store import ResultsMismatchError
 from memorag.runtime.placement import Placement
 
 

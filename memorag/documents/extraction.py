@@ -1,5 +1,5 @@
 """One file's bytes to text, in this process and with no limits of its own: what the reader
-process (`memorag.documents.worker`) runs under the memory and time limits `sandbox` sets.
+process (`memorag.documents.reader_process`) runs under the memory and time limits `sandbox` sets.
 
 A file's format and whether it is binary are decided from its first bytes (`SAMPLE_BYTES`)
 before the rest is read; a file is opened without blocking (a FIFO put in its place after

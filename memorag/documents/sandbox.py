@@ -3,7 +3,7 @@
 Every format check the parsers allow is made before parsing (docx.py, pdf.py, extraction.py),
 but PDFium, lxml and lexbor still inflate and build what a file describes: a page whose stream
 inflates to gigabytes, an HTML page that reopens thousands of tags in every paragraph. So the
-parsers run in a reader process (`memorag.documents.worker`) whose address space is capped
+parsers run in a reader process (`memorag.documents.reader_process`) whose address space is capped
 (`ReadOptions.memory_mb`); the parent waits for each file at most `ReadOptions.seconds`, then
 kills it. One reader process serves every file of a run, and of later runs in the same process
 (one per memory limit); it is started again only after it was killed or ran out of memory.
@@ -111,7 +111,7 @@ class ReaderPool:
         self._stderr = tempfile.TemporaryFile()
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "memorag.documents.worker", str(jobs_read), str(replies_write),
+                [sys.executable, "-m", "memorag.documents.reader_process", str(jobs_read), str(replies_write),
                  str(self.memory_mb)], pass_fds=(jobs_read, replies_write), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=self._stderr, env=env)
         finally:

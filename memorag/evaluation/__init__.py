@@ -3,10 +3,10 @@
     from memorag.evaluation import load_eval_config, run_evaluation
     cells, report = run_evaluation(load_eval_config("configs/eval/smoke.yaml"))
 
-Modules: ``config`` (the run's typed settings), ``sources`` (where examples come
+Modules: ``config`` (the run's typed settings), ``example_sources`` (where examples come
 from), ``runner`` (the loop: memorize once per context, ask in every mode),
 ``recall`` (recall of gold evidence, defined there), ``scoring`` (the example's
-metric), ``measure`` (generator tokens, peak memory per stage), ``store``
+metric), ``measure`` (generator tokens, peak memory per stage), ``results_store``
 (resumable JSON lines), ``summary`` (a cell from its records), ``report`` and
 ``plots`` (markdown tables, PNGs), ``clue_recall`` (clue-driven against
 query-only retrieval for a trained memory checkpoint), ``metrics`` (the benchmarks'

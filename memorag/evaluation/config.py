@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memorag.config import ConfigError, config_to_dict, load_config
+from memorag.evaluation.example_sources import SOURCES, TaskSource, check_source_options
 from memorag.evaluation.shards import Shard
-from memorag.evaluation.sources import SOURCES, TaskSource, check_source_options
 from memorag.pipeline.types import PipelineConfig
 
 
@@ -26,7 +26,7 @@ from memorag.pipeline.types import PipelineConfig
 class TaskSpec:
     """One evaluation task: where its examples come from and how they are built.
 
-    ``source`` is a name in ``memorag.evaluation.sources.SOURCES``: a generated
+    ``source`` is a name in ``memorag.evaluation.example_sources.SOURCES``: a generated
     task (``synthetic``, with ``generator`` naming it), a builder over the real
     sets (``hotpotqa``, ``squad``: a context per question; ``hotpotqa_corpus``,
     ``squad_corpus``: one shared corpus), or files (``examples``: EvalExample

@@ -15,9 +15,9 @@ from typing import Any
 
 from memorag.config import config_from_dict, config_to_dict, save_config
 from memorag.evaluation.config import EvalConfig
+from memorag.evaluation.results_store import CONFIG_FILE, MODELS_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.runner import EvalError, EvalRunner, Models
 from memorag.evaluation.shards import Shard, ShardManifest, part_key, shard_folders
-from memorag.evaluation.store import CONFIG_FILE, MODELS_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.summary import summarize_cell
 from memorag.storage.io import atomic_write_text
 

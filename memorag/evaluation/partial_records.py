@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memorag.evaluation.store import ResultsMismatchError, append_json_line, read_json_lines
+from memorag.evaluation.results_store import ResultsMismatchError, append_json_line, read_json_lines
 from memorag.storage.io import atomic_write_text
 
 

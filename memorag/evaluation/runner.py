@@ -10,7 +10,7 @@ stages: ``index`` (chunk and embed; every mode needs it) and ``memory`` (the
 memory model reads the text), which runs only when a pending mode needs the
 memory (``Mode.needs_memory``), and is charged only to those modes.
 
-Each asked question is a record (see ``store``): the prediction and its score
+Each asked question is a record (see ``results_store``): the prediction and its score
 by the example's metric, recall of the gold evidence (``recall``), the tokens
 given to the generator (``measure.MeteredGenerator``) and the evidence's own tokens
 (``measure.evidence_tokens``), whether it answered (``Answer.answered``), the mode's stage
@@ -46,10 +46,10 @@ from memorag.evaluation.config import (
 from memorag.evaluation.datasets.hotpotqa import hotpotqa_few_shot
 from memorag.evaluation.datasets.lengths import count_tokens
 from memorag.evaluation.datasets.schema import CorpusTask, EvalExample
+from memorag.evaluation.example_sources import BuildRequest, build_task_data
 from memorag.evaluation.measure import MeteredGenerator, PeakMemory, evidence_tokens
+from memorag.evaluation.results_store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.shards import Shard, ShardManifest
-from memorag.evaluation.sources import BuildRequest, build_task_data
-from memorag.evaluation.store import CONFIG_FILE, PROMPTS_FILE, CellKey, ResultStore
 from memorag.evaluation.summary import summarize_cell
 from memorag.evaluation.tasks.loaders import loft_few_shot
 from memorag.generation import Generator

@@ -9,7 +9,7 @@ on another machine picks up the same part, and a question is asked by exactly on
 mode (its modes share the memory and index built for its context). A context whose questions fall
 in several shards is memorized by each of them.
 
-Shard I of N writes ``OUT/shards/I-of-N/``, a results folder like any other (``store``: its
+Shard I of N writes ``OUT/shards/I-of-N/``, a results folder like any other (``results_store``: its
 records, resumable as they are made; its cells; ``results.md`` of its part) plus ``shard.json``:
 per task and length, the ids of every example built and of those the shard owns, and whether the
 shard has finished. The merge (`merge_shards`) reads the N folders, checks that each is complete

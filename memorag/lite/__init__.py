@@ -1,6 +1,6 @@
 """The Lite memory (the memorag-lite mode): gists of a long text, written by any generator, read as one prompt.
 
-The text is cut into windows of about `window_tokens` tokens (`windows.py`); the generator writes
+The text is cut into windows of about `window_tokens` tokens (`text_windows.py`); the generator writes
 a gist of each with the reference's gist prompt (`writer.py`: batched, with a progress bar, each
 gist checkpointed as it is written, so a memorize stopped half-way continues where it stopped);
 the gists, joined in the reference's context prompt, are the memory (`memory.py`), which every
@@ -14,7 +14,7 @@ written.
 from memorag.lite.budget import GistBudget, GistMemoryTooLongError, plan_gist_budget
 from memorag.lite.memory import Gist, GistMemory
 from memorag.lite.settings import GistSettings
-from memorag.lite.windows import GistWindow, gist_windows
+from memorag.lite.text_windows import GistWindow, gist_windows
 from memorag.lite.writer import GistCheckpoint, write_gists
 
 __all__ = ["Gist", "GistBudget", "GistCheckpoint", "GistMemory", "GistMemoryTooLongError", "GistSettings",

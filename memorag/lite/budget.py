@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from memorag.lite.memory import GistMemory
 from memorag.lite.settings import GistSettings
-from memorag.lite.windows import GistWindow
+from memorag.lite.text_windows import GistWindow
 from memorag.prompting import prompts
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memorag.errors import SaveFormatError
-from memorag.lite.windows import GistWindow
+from memorag.lite.text_windows import GistWindow
 from memorag.prompting import prompts
 from memorag.retrieval.chunking import Document
 

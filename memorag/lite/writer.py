@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from memorag.lite.memory import Gist
-from memorag.lite.windows import GistWindow
+from memorag.lite.text_windows import GistWindow
 from memorag.prompting import prompts
 
 if TYPE_CHECKING:

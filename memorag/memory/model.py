@@ -3,7 +3,7 @@
 The core (memory/core.py) holds the patched layers, the parameters and the step; this class adds
 what a user calls: loading (memory/loading.py), memorizing (memory/memorizing.py), decoding
 (memory/decoding.py), the language-model loss and the scoring hook of the training objectives
-(memory/windows.py), and saving the memory weights (memory/checkpoint.py).
+(memory/windowed_scoring.py), and saving the memory weights (memory/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .loading import load_memory_model
 from .memorizing import Reading
 from .schedule import ContextTooLongError
 from .state import Memory
-from .windows import SCORE_CHUNK_ROWS, MemoryModelOutput, language_model_loss, score_labelled
+from .windowed_scoring import SCORE_CHUNK_ROWS, MemoryModelOutput, language_model_loss, score_labelled
 
 __all__ = ["ContextTooLongError", "MemoryModel", "MemoryModelOutput"]
 
@@ -194,7 +194,7 @@ class MemoryModel(MemoryCore):
         `labels` [B, N] follow the Hugging Face convention (the model shifts them; -100
         is ignored). The loss is next-token cross-entropy on raw tokens only; gradients
         reach earlier windows through the memory. With `gradient_checkpointing` on, each
-        window is recomputed in the backward pass (memory/windows.py).
+        window is recomputed in the backward pass (memory/windowed_scoring.py).
         """
         return language_model_loss(self, input_ids, labels, return_logits, memory, ratio_seed)
 
@@ -207,5 +207,5 @@ class MemoryModel(MemoryCore):
         norm (the frozen base reading the whole sequence, memorag/training/objectives.py); its logits
         come from this model's head. Rows without a label get no logits at all (most rows of an SFT
         sample; one row's logits cost a quarter of the rest of a small model with a large vocabulary),
-        and the labelled rows' logits are computed `chunk_rows` rows at a time (memory/windows.py)."""
+        and the labelled rows' logits are computed `chunk_rows` rows at a time (memory/windowed_scoring.py)."""
         return score_labelled(self, hidden, targets, teacher_states, chunk_rows)

@@ -42,7 +42,7 @@ from memorag.prompting import prompts
 from memorag.retrieval.base import Hit
 from memorag.retrieval.chunking import count_tokens
 from memorag.retrieval.hybrid import fit_to_budget
-from memorag.retrieval.longrag import Unit
+from memorag.retrieval.long_units import Unit
 from memorag.retrieval.unit_index import LINK_POLICIES, UnitIndex, choose_links, default_chunk_tokens
 
 logger = logging.getLogger(__name__)

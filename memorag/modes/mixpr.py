@@ -2,7 +2,7 @@
 
 `prepare` cuts the corpus into MixPR chunks (at most 32 words: sentences, then lines, then
 even word splits; their tokens counted with the memory model's tokenizer for budgeting)
-and builds the TF-IDF chunk graph of `memorag.retrieval.mixpr.MixPRRetriever`, whose
+and builds the TF-IDF chunk graph of `memorag.retrieval.mixture_pagerank.MixPRRetriever`, whose
 docstring states the PageRank convention (restart weight 0.6 local, 0 global; at most 18
 iterations; dangling nodes spread their mass uniformly).
 
@@ -32,7 +32,7 @@ from memorag.modes.results import Answer, AskHooks, Evidence, timed
 from memorag.prompting import prompts
 from memorag.retrieval.chunking import chunk_documents_for_mixpr
 from memorag.retrieval.hybrid import fit_to_budget
-from memorag.retrieval.mixpr import MixPRRetriever, Route, route_rule_based
+from memorag.retrieval.mixture_pagerank import MixPRRetriever, Route, route_rule_based
 
 ROUTER_MAX_NEW_TOKENS = 16  # the router answers one word; a little room for a chatty model
 MIXPR_ROUTERS: tuple[str, ...] = ("llm", "rules")

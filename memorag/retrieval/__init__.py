@@ -11,8 +11,8 @@ from memorag.retrieval.chunking import (
 )
 from memorag.retrieval.dense import DenseRetriever, load_embedder
 from memorag.retrieval.hybrid import HybridRetriever, document_order, fit_to_budget, fuse
-from memorag.retrieval.longrag import Unit, group_documents, infer_links, maxp
-from memorag.retrieval.mixpr import MixPRRetriever, pagerank, parse_route, route_rule_based
+from memorag.retrieval.long_units import Unit, group_documents, infer_links, maxp
+from memorag.retrieval.mixture_pagerank import MixPRRetriever, pagerank, parse_route, route_rule_based
 from memorag.retrieval.sparse import BM25Retriever, TfidfEncoder, tokenize
 
 __all__ = [

@@ -1,6 +1,6 @@
 """LongRAG's unit index: documents grouped into long units, the units' chunks indexed, MaxP ranking.
 
-The grouping and MaxP themselves are in ``memorag.retrieval.longrag``; this module puts
+The grouping and MaxP themselves are in ``memorag.retrieval.long_units``; this module puts
 them together over any ``Retriever`` (dense, BM25, hybrid), so that the ``longrag`` mode
 and the retrieval benchmark build exactly the same thing.
 """
@@ -12,7 +12,7 @@ from typing import Literal
 
 from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document, OffsetTokenizer, chunk_documents, count_tokens
-from memorag.retrieval.longrag import Unit, group_documents, infer_links, maxp
+from memorag.retrieval.long_units import Unit, group_documents, infer_links, maxp
 
 LinkPolicy = Literal["auto", "given", "terms"]
 LINK_POLICIES: tuple[str, ...] = ("auto", "given", "terms")

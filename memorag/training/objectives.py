@@ -11,7 +11,7 @@
 The KL target is a full distribution per token (49K probabilities for SmolLM2) instead of
 one label, a denser signal per step. Both losses are averaged over the same tokens (those
 with a label, shifted as in `forward`). The windows are read by the loop `MemoryModel.forward`
-uses (`memorag.memory.windows.read_windows`: functional cache, one activation checkpoint per
+uses (`memorag.memory.windowed_scoring.read_windows`: functional cache, one activation checkpoint per
 window), and each window is scored by the model's hook for labelled rows
 (`MemoryModel.score_labelled`, logits of rows with a label only, a chunk of rows at a time), so
 the `lm` objective is `MemoryModel.forward`'s loss, computed the same way. The teacher is kept as
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from memorag.memory import MemoryModel
-from memorag.memory.windows import SCORE_CHUNK_ROWS, next_token_targets, read_windows
+from memorag.memory.windowed_scoring import SCORE_CHUNK_ROWS, next_token_targets, read_windows
 
 from .config import LossSection
 
@@ -78,7 +78,7 @@ def teacher_logits(model: MemoryModel, input_ids: torch.Tensor) -> torch.Tensor:
 def objective_forward(model: MemoryModel, input_ids: torch.Tensor, labels: torch.Tensor, loss: LossSection,
                       ratio_seed: int | None = None, chunk_rows: int = SCORE_CHUNK_ROWS) -> ObjectiveOutput:
     """The `loss.kind` objective of `input_ids` [B, N] with `labels` [B, N] (HF convention); logits are
-    computed `chunk_rows` labelled rows at a time (memorag/memory/windows.py)."""
+    computed `chunk_rows` labelled rows at a time (memorag/memory/windowed_scoring.py)."""
     teacher = teacher_states(model, input_ids) if loss.kind != "lm" else None  # [B, N, D]
     targets = next_token_targets(labels)  # [B, N]
 

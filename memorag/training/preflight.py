@@ -23,7 +23,7 @@ from pathlib import Path
 
 from memorag.memory.schedule import positions_needed
 from memorag.storage.locking import SaveLockedError, save_lock
-from memorag.training.data.sources import expand_files
+from memorag.training.data.document_files import expand_files
 
 from .config import TrainConfig
 from .errors import TrainingInputError

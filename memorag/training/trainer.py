@@ -257,7 +257,7 @@ class Trainer:
         """One micro-batch's loss under `loss.kind`: in one plain process `objectives.objective_forward`;
         across processes, or under DeepSpeed (whose engine must run the forward to gather partitioned
         parameters), the wrapped model's forward (lm only). Both read the windows by one loop and
-        score them by one hook (memorag/memory/windows.py), so their `lm` losses are the same."""
+        score them by one hook (memorag/memory/windowed_scoring.py), so their `lm` losses are the same."""
         if self.world == 1 and backend(self.accelerator) != "deepspeed":
             return objective_forward(self.unwrapped, input_ids, labels, self.cfg.loss, ratio_seed=seed)
         if self.cfg.loss.kind != "lm":

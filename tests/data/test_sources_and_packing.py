@@ -16,7 +16,7 @@ from memorag.training.data import (
     rank_slice,
     read_blocks,
 )
-from memorag.training.data.sources import Block
+from memorag.training.data.document_files import Block
 
 
 def fake_tokenize(text: str) -> list[int]:

@@ -64,7 +64,7 @@ def test_answer_source_and_the_recall_records(tmp_path, data_files):
 
 def test_a_stopped_run_resumes_from_its_partial_records(tmp_path, data_files, monkeypatch):
     from memorag.evaluation import clue_recall as clue_recall_module
-    from memorag.evaluation.store import ResultsMismatchError
+    from memorag.evaluation.results_store import ResultsMismatchError
 
     needles, _ = data_files
     model = tiny_tokenized_model(1)

@@ -19,7 +19,7 @@ import torch
 from memorag.config import ConfigError, config_from_dict
 from memorag.evaluation import EvalConfig, load_eval_config, run_evaluation
 from memorag.evaluation.merge import merge_shards
-from memorag.evaluation.store import EXAMPLES_FILE, MODELS_FILE
+from memorag.evaluation.results_store import EXAMPLES_FILE, MODELS_FILE
 from memorag.memory import MemoryModel
 from tests.evaluation.test_second_reader import FakeNumberServer
 from tests.memory.test_persistence import tiny_tokenizer

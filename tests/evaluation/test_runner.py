@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from memorag.evaluation import EvalRunner, run_evaluation
-from memorag.evaluation.store import CELLS_FILE, EXAMPLES_FILE, MODELS_FILE, ResultsMismatchError
+from memorag.evaluation.results_store import CELLS_FILE, EXAMPLES_FILE, MODELS_FILE, ResultsMismatchError
 
 from .conftest import TEST_SETTINGS, fake_models, make_config
 

@@ -13,7 +13,7 @@ import pytest
 
 from memorag.config import config_from_dict
 from memorag.evaluation import EvalConfig, run_evaluation
-from memorag.evaluation.store import EXAMPLES_FILE
+from memorag.evaluation.results_store import EXAMPLES_FILE
 from tests.memory.conftest import tiny_base
 from tests.memory.test_persistence import tiny_tokenizer
 

@@ -13,8 +13,8 @@ import yaml
 from memorag.config import ConfigError
 from memorag.evaluation import EvalError, Models, run_evaluation
 from memorag.evaluation.merge import merge_shards
+from memorag.evaluation.results_store import CELLS_FILE, EXAMPLES_FILE, MODELS_FILE
 from memorag.evaluation.shards import Shard, local_device, shard_from_environment
-from memorag.evaluation.store import CELLS_FILE, EXAMPLES_FILE, MODELS_FILE
 
 from .conftest import FakeNumberGenerator, fake_models, make_config
 

@@ -1,12 +1,12 @@
 """Scoring labelled rows a chunk at a time: the same sums and gradients as all rows at once, and
-never more than a chunk of rows of full-vocabulary logits (memorag/memory/windows.py)."""
+never more than a chunk of rows of full-vocabulary logits (memorag/memory/windowed_scoring.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from memorag.memory.windows import chunked_row_sums
+from memorag.memory.windowed_scoring import chunked_row_sums
 from memorag.training.config import LossSection
 from memorag.training.objectives import objective_forward
 from tests.memory.conftest import random_ids, tiny_memory_model

@@ -14,7 +14,7 @@ from memorag.config import ConfigError, load_config
 from memorag.modes.mixpr import MixPRSettings
 from memorag.pipeline import MemoRAG, PipelineConfig
 from memorag.prompting import prompts
-from memorag.retrieval import mixpr as mixpr_module
+from memorag.retrieval import mixture_pagerank as mixpr_module
 from tests.pipeline.conftest import FakeEchoGenerator, make_rag
 
 from .conftest import WICK_QUESTION, WICK_SENTENCE, FakeScriptedGenerator, village_documents
@@ -72,7 +72,7 @@ def test_the_route_decides_the_restart_weight():
 @pytest.mark.parametrize(("question", "rule_route"), [(WICK_QUESTION, "local"), (THEMES_QUESTION, "global")])
 def test_a_malformed_router_reply_falls_back_to_the_rules_with_a_warning(caplog, question, rule_route):
     rag = mixpr(FakeScriptedGenerator(["it depends, maybe both", "an answer"]))
-    with caplog.at_level(logging.WARNING, logger="memorag.retrieval.mixpr"):
+    with caplog.at_level(logging.WARNING, logger="memorag.retrieval.mixture_pagerank"):
         answer = rag.ask(question, mode="mixpr")
     assert answer.extras == {"route": rule_route, "router_reply": "it depends, maybe both"}
     assert any("names neither local nor global" in record.getMessage() for record in caplog.records)

@@ -2,7 +2,7 @@ import pytest
 
 from memorag.retrieval import Document
 from memorag.retrieval.base import Hit
-from memorag.retrieval.longrag import group_documents, infer_links, maxp
+from memorag.retrieval.long_units import group_documents, infer_links, maxp
 
 
 def words(text: str) -> int:

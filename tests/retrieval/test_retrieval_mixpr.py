@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from memorag.retrieval.chunking import Document, chunk_documents_for_mixpr
-from memorag.retrieval.mixpr import (
+from memorag.retrieval.mixture_pagerank import (
     MixPRRetriever,
     append_nodes,
     pagerank,

@@ -1,9 +1,9 @@
 """Training data: pretraining streams (packing), clue-SFT samples, collators, the clue-data builder."""
 
 from .collate import collate_samples, collate_sequences, rank_slice
+from .document_files import expand_files, read_blocks
 from .packing import PackedBatches, PackingSpec
 from .sft import NoBatchError, SFTBatches, SFTSample, SFTSpec, TokenizedSample, read_sft_jsonl, render_sample
-from .sources import expand_files, read_blocks
 
 __all__ = [
     "NoBatchError",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .sources import Block, expand_files, hf_documents, read_blocks
+from .document_files import Block, expand_files, hf_documents, read_blocks
 
 Tokenize = Callable[[str], list[int]]
 

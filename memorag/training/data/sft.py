@@ -37,7 +37,7 @@ from memorag.config import ConfigError
 from memorag.prompting.chat_layout import PromptLayout
 from memorag.storage.io import atomic_write_text
 
-from .sources import expand_files
+from .document_files import expand_files
 
 REQUIRED_FIELDS = ("context", "instruction", "target")
 IGNORE_INDEX = -100

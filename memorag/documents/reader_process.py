@@ -5,7 +5,7 @@ each with the text or a refusal. Nothing it reads can raise past it: a parser's 
 MemoryError and RecursionError become answers too, and after a MemoryError it exits so the
 next file starts in a fresh process.
 
-    python -m memorag.documents.worker FD_JOBS FD_REPLIES MEMORY_MB
+    python -m memorag.documents.reader_process FD_JOBS FD_REPLIES MEMORY_MB
 """
 
 from __future__ import annotations
