@@ -1,7 +1,7 @@
 """Per question of an evaluation run: which gold sentences each mode's evidence held, and whether the
 clue-driven modes' evidence holds every gold sentence the rag mode's evidence held (a superset).
 
-    python eval/evidence_superset.py --run results/eval/lite-side-by-side-2026-11-28
+    python eval/evidence_superset.py --run results/eval/lite-side-by-side-2026-11-29
     python eval/evidence_superset.py --run runs/eval/lite-side-by-side --modes memorag memorag-lite
 
 The run folder holds an `eval/run.py` output (config.yaml, examples.jsonl). Its questions are built
