@@ -8,6 +8,7 @@ so the page cannot drift from the code: a renamed flag or a changed default show
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import logging
 import os
@@ -75,14 +76,37 @@ def _script_sections() -> list[str]:
         usage, header, settings = _script_help(script).partition(SETTINGS_HEADER)
         lines += [f"### {script}", "", summary, "", *_block(usage)]
         if header and not settings_shown:
-            lines += ["#### Training settings", "",
-                      "Every setting of `train/pretrain.py`, `train/sft.py` and `train/evaluate.py` (one config "
-                      "type, `memorag.training.config.TrainConfig`), as the scripts print them:", "",
-                      *_block(header + settings)]
+            lines += _settings_table()
             settings_shown = True
         elif header:
             lines += ["Its settings are the [training settings](#training-settings) above.", ""]
     return lines
+
+
+def _settings_table() -> list[str]:
+    """The training settings as a table, each described by the string under its field in the config
+    dataclasses (`memorag.config.config_settings`), so the table follows the code."""
+    from memorag.config import config_settings
+    from memorag.training.config import TrainConfig
+
+    lines = ["#### Training settings", "",
+             "Every setting of `train/pretrain.py`, `train/sft.py` and `train/evaluate.py` (one config type, "
+             "`memorag.training.config.TrainConfig`): set them in the YAML file given to `--config`, or as "
+             "`key=value` after it (`optim.lr=1e-4`). The scripts' `--help` lists the same.", "",
+             "| Setting | Type and default | What it sets |", "| --- | --- | --- |"]
+    for setting in config_settings(TrainConfig):
+        kind = f"{setting.type_name} = {setting.default}"
+        lines.append(f"| `{setting.key}` | {_cell_code(kind)} | {_cell(setting.description)} |")
+    return [*lines, ""]
+
+
+def _cell(text: str) -> str:
+    """Text safe in a Markdown table cell: a pipe would end the cell."""
+    return text.replace("|", "\\|")
+
+
+def _cell_code(text: str) -> str:
+    return f"<code>{html.escape(text)}</code>".replace("|", "&#124;")
 
 
 def _script_help(script: str) -> str:
