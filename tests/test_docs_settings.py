@@ -53,5 +53,5 @@ def test_help_shows_each_description_under_its_key():
 def test_the_cli_reference_tables_every_training_setting():
     table = "\n".join(cli_reference._settings_table())
     for setting in config_settings(TrainConfig):
-        assert f"| `{setting.key}` |" in table
+        assert f"| `{setting.key}`<br>" in table
         assert setting.description.replace("|", "\\|") in table

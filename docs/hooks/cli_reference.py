@@ -84,7 +84,7 @@ def _script_sections() -> list[str]:
 
 
 def _settings_table() -> list[str]:
-    """The training settings as a table, each described by the string under its field in the config
+    """The training settings as a two-column table (two columns fit a phone's width), each described by the string under its field in the config
     dataclasses (`memorag.config.config_settings`), so the table follows the code."""
     from memorag.config import config_settings
     from memorag.training.config import TrainConfig
@@ -93,10 +93,10 @@ def _settings_table() -> list[str]:
              "Every setting of `train/pretrain.py`, `train/sft.py` and `train/evaluate.py` (one config type, "
              "`memorag.training.config.TrainConfig`): set them in the YAML file given to `--config`, or as "
              "`key=value` after it (`optim.lr=1e-4`). The scripts' `--help` lists the same.", "",
-             "| Setting | Type and default | What it sets |", "| --- | --- | --- |"]
+             "| Setting, type = default | What it sets |", "| --- | --- |"]
     for setting in config_settings(TrainConfig):
         kind = f"{setting.type_name} = {setting.default}"
-        lines.append(f"| `{setting.key}` | {_cell_code(kind)} | {_cell(setting.description)} |")
+        lines.append(f"| `{setting.key}`<br>{_cell_code(kind)} | {_cell(setting.description)} |")
     return [*lines, ""]
 
 
