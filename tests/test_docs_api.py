@@ -1,10 +1,11 @@
 """The Python API page documents every public type a user handles.
 
 The types a user holds are the classes `import memorag` names, the parts of an answer, the
-document-reading types and the Lite memory's types a user sets, reads or catches. Each must appear
-on docs/reference/api.md as a mkdocstrings block (`::: module.Name`) that resolves to the class the
-user gets, so the page can neither lose a type nor point at a module that moved. The package is read
-statically with griffe (what mkdocstrings reads), in seconds, without importing torch.
+document-reading types, a corpus's chunks and hits, the errors a caller catches, and the Lite memory's
+types a user sets, reads or catches. Each must appear on docs/reference/api.md as a mkdocstrings block
+(`::: module.Name`) that resolves to the class the user gets, so the page can neither lose a type nor
+point at a module that moved. The package is read statically with griffe (what mkdocstrings reads),
+in seconds, without importing torch.
 """
 
 from __future__ import annotations
@@ -30,6 +31,18 @@ HELD_BEYOND_THE_TOP = {
     "Gist": "memorag.lite.Gist",
     "GistWindow": "memorag.lite.GistWindow",
     "GistMemoryTooLongError": "memorag.lite.GistMemoryTooLongError",
+    "Chunk": "memorag.retrieval.Chunk",
+    "Hit": "memorag.retrieval.Hit",
+    "PipelineError": "memorag.pipeline.PipelineError",
+    "InputError": "memorag.pipeline.InputError",
+    "EmptyCorpusError": "memorag.pipeline.EmptyCorpusError",
+    "QueryTooLongError": "memorag.pipeline.QueryTooLongError",
+    "DocumentConflictError": "memorag.pipeline.DocumentConflictError",
+    "UnknownModeError": "memorag.pipeline.UnknownModeError",
+    "UnsupportedTaskError": "memorag.pipeline.UnsupportedTaskError",
+    "SaveDirectoryError": "memorag.pipeline.SaveDirectoryError",
+    "SaveFormatError": "memorag.pipeline.SaveFormatError",
+    "ManifestMismatchError": "memorag.pipeline.ManifestMismatchError",
 }
 
 
