@@ -27,14 +27,17 @@ name is an error listing the known ones; the built config holds the entry itself
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import difflib
 import enum
 import functools
+import inspect
 import json
 import os
 import sys
+import textwrap
 import types
 import typing
 import warnings
@@ -200,13 +203,24 @@ def config_from_argv(cls: type[T], argv: Sequence[str] | None = None) -> T:
     return load_config(cls, path, overrides)
 
 
-def format_config_help(cls: type) -> str:
-    """One line per settable key: `dotted.key: type = default`."""
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One settable key of a config dataclass, as `--help` and the documentation list it."""
+
+    key: str
+    type_name: str
+    default: str
+    description: str
+
+
+def config_settings(cls: type) -> list[Setting]:
+    """Every settable key of `cls` (nested sections dotted), with its type, default and description (the
+    string under the field in its class: an attribute docstring)."""
     _require_dataclass_type(cls)
-    lines = [f"{cls.__name__} settings (override with key=value):"]
+    settings: list[Setting] = []
 
     def walk(section: type, prefix: str, defaults: Any) -> None:
-        hints = _type_hints(section)
+        hints, described = _type_hints(section), attribute_docstrings(section)
         for f in dataclasses.fields(section):
             if not f.init:
                 continue
@@ -218,9 +232,40 @@ def format_config_help(cls: type) -> str:
             named = f.metadata.get(NAMED_ENTRIES)
             if named:
                 shown += f" (or a name: {', '.join(sorted(named))})"
-            lines.append(f"  {prefix}{f.name}: {_type_name(hints[f.name])} = {shown}")
+            settings.append(Setting(f"{prefix}{f.name}", _type_name(hints[f.name]), shown,
+                                    described.get(f.name, "")))
 
     walk(cls, "", None)
+    return settings
+
+
+@functools.cache
+def attribute_docstrings(cls: type) -> dict[str, str]:
+    """The string literal written under each field of dataclass `cls`, whitespace collapsed to one line.
+
+    Read from the class's source; a class whose source cannot be read (an install without .py files)
+    has none, and its settings are listed without descriptions.
+    """
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+    found = {}
+    for node, following in zip(body, body[1:], strict=False):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            found[node.target.id] = " ".join(following.value.value.split())
+    return found
+
+
+def format_config_help(cls: type) -> str:
+    """One line per settable key, `dotted.key: type = default`, and its description wrapped under it."""
+    lines = [f"{cls.__name__} settings (override with key=value):"]
+    for setting in config_settings(cls):
+        lines.append(f"  {setting.key}: {setting.type_name} = {setting.default}")
+        lines += textwrap.wrap(setting.description, 78, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
 
 

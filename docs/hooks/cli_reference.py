@@ -8,11 +8,14 @@ so the page cannot drift from the code: a renamed flag or a changed default show
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import logging
 import os
+import re
 import runpy
 import sys
+import textwrap
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -75,14 +78,37 @@ def _script_sections() -> list[str]:
         usage, header, settings = _script_help(script).partition(SETTINGS_HEADER)
         lines += [f"### {script}", "", summary, "", *_block(usage)]
         if header and not settings_shown:
-            lines += ["#### Training settings", "",
-                      "Every setting of `train/pretrain.py`, `train/sft.py` and `train/evaluate.py` (one config "
-                      "type, `memorag.training.config.TrainConfig`), as the scripts print them:", "",
-                      *_block(header + settings)]
+            lines += _settings_table()
             settings_shown = True
         elif header:
             lines += ["Its settings are the [training settings](#training-settings) above.", ""]
     return lines
+
+
+def _settings_table() -> list[str]:
+    """The training settings as a two-column table (two columns fit a phone's width), each described by the string under its field in the config
+    dataclasses (`memorag.config.config_settings`), so the table follows the code."""
+    from memorag.config import config_settings
+    from memorag.training.config import TrainConfig
+
+    lines = ["#### Training settings", "",
+             "Every setting of `train/pretrain.py`, `train/sft.py` and `train/evaluate.py` (one config type, "
+             "`memorag.training.config.TrainConfig`): set them in the YAML file given to `--config`, or as "
+             "`key=value` after it (`optim.lr=1e-4`). The scripts' `--help` lists the same.", "",
+             "| Setting, type = default | What it sets |", "| --- | --- |"]
+    for setting in config_settings(TrainConfig):
+        kind = f"{setting.type_name} = {setting.default}"
+        lines.append(f"| `{setting.key}`<br>{_cell_code(kind)} | {_cell(setting.description)} |")
+    return [*lines, ""]
+
+
+def _cell(text: str) -> str:
+    """Text safe in a Markdown table cell: a pipe would end the cell."""
+    return text.replace("|", "\\|")
+
+
+def _cell_code(text: str) -> str:
+    return f"<code>{html.escape(text)}</code>".replace("|", "&#124;")
 
 
 def _script_help(script: str) -> str:
@@ -107,4 +133,48 @@ def _script_help(script: str) -> str:
 
 
 def _block(text: str) -> list[str]:
-    return ["```text", text.rstrip(), "```", ""]
+    return ["```text", fit(text.rstrip()), "```", ""]
+
+
+COMMAND_STARTS = ("python ", "accelerate ", "sbatch ", "torchrun ", "srun ", "memorag ")
+TRAILING_COMMENT = re.compile(r"\s{2,}#\s")
+
+
+def fit(text: str, width: int = int(WIDTH)) -> str:
+    """`text` with every line over `width` columns broken, as a terminal of that width would want it:
+    argparse wraps its own help to $COLUMNS, but the scripts' descriptions are printed as written.
+    Prose wraps at its indent, a usage line under its first word, and a command goes on with a
+    backslash (its trailing comment moved to the line above), so it still runs when pasted."""
+    lines: list[str] = []
+    continued = False
+    for line in text.splitlines():
+        lines += _fit_line(line, width, continued) if len(line) > width else [line]
+        continued = line.rstrip().endswith("\\")
+    return "\n".join(lines)
+
+
+def _fit_line(line: str, width: int, continued: bool) -> list[str]:
+    body = line.strip()
+    indent = line[: len(line) - len(line.lstrip())]
+    if body.startswith("usage: "):
+        return _wrap(body, width, "", " " * len("usage: "))
+    if continued or body.startswith(COMMAND_STARTS):
+        return _fit_command(body, indent, width)
+    return _wrap(body, width, indent, indent)
+
+
+def _fit_command(body: str, indent: str, width: int) -> list[str]:
+    command, comment = body, ""
+    if match := TRAILING_COMMENT.search(body):
+        command, comment = body[: match.start()], body[match.end():]
+    ends_continued = command.rstrip().endswith("\\")
+    command = command.rstrip().removesuffix("\\").rstrip()
+    above = _wrap(comment, width, indent + "# ", indent + "# ") if comment else []
+    pieces = _wrap(command, width - 2, indent, indent + "    ")
+    pieces = [piece + " \\" for piece in pieces[:-1]] + [pieces[-1] + (" \\" if ends_continued else "")]
+    return above + pieces
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False)

@@ -30,25 +30,28 @@ def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 class MemoryConfig:
     """Settings of the memory ("beacon") model; see docs/memory-model.md.
 
-    - `window`: raw tokens per window (`L`); every ratio must divide it.
-    - `ratios`: compression ratios (`r`); one memory token after every `r` raw tokens.
-    - `ratio_mix`: `fixed` (one ratio), `step-random` (each window draws a ratio from
-      `ratios` with a generator seeded by `seed` and the window index), `adaptive`
-      (the smallest ratio in `ratios` whose reach covers the whole context).
-    - `attention`: which window rows a memory token sees (`full-coverage` is plain causal).
-    - `memory_params`: which projections memory tokens own (`qkv` or `qkvo`).
-    - `attn_implementation`: the attention kernel (`sdpa`, `eager`, `flash_attention_2`).
-    - `embed_init`: the token whose embedding initialises the memory embedding.
+    Each setting's description is the string under it (the settings tables of `--help` and the
+    docs read them from there).
     """
 
     window: int = 1024
+    """Raw tokens per window (`L`); every ratio must divide it."""
     ratios: list[int] = field(default_factory=lambda: [4])
+    """Compression ratios (`r`): one memory token after every `r` raw tokens."""
     ratio_mix: RatioMix = "fixed"
+    """How a window picks its ratio: `fixed` (the one ratio), `step-random` (drawn per window, seeded by
+    `seed` and the window index) or `adaptive` (the smallest ratio whose reach covers the whole context)."""
     attention: AttentionScheme = "full-coverage"
+    """Which window rows a memory token attends to (`full-coverage` is plain causal)."""
     memory_params: MemoryParams = "qkv"
+    """Which attention projections the memory tokens own: `qkv`, or `qkvo` with the output projection too."""
     attn_implementation: AttnImplementation = "sdpa"
+    """The attention kernel: `sdpa`, `eager` or `flash_attention_2`."""
     embed_init: Literal["eos", "bos"] = "eos"
+    """The special token whose embedding initialises the memory token's embedding."""
     seed: int = 42
+    """Seed of the `step-random` ratio draws when none is given (training passes one per step, from the
+    run's `seed`)."""
 
     def __post_init__(self) -> None:
         _check_choice("ratio_mix", self.ratio_mix, RATIO_MIXES)

@@ -40,40 +40,37 @@ LOSS_KINDS = ("lm", "distill", "mix")
 
 @dataclass
 class ModelSection:
-    """Which frozen base model the memory is trained on.
-
-    - `base`: `embedded` (the offline SmolLM2-135M-Instruct), a hub id, a local folder,
-      or `random:FAMILY` (`random:llama`, `random:qwen2`, ...) for a random model.
-    - `architecture`: Hugging Face config fields, or the name of one declared in
-      `memorag.runtime.architectures` (`qwen2-7b-instruct`, ...). For `random:` bases, the model's
-      dimensions; for other bases, the expected dimensions (checked against the loaded
-      config, and used to build the model on the meta device without downloading it).
-    - `tokenizer`: None for the base's own; `byte` for a built-in byte-level tokenizer
-      (random models); or a hub id / folder.
-    - `dtype`: the frozen base weights' dtype; `auto` is bfloat16 under bf16 precision,
-      else float32. Memory parameters are always kept in float32.
-    - `memory_weights`: start from saved memory weights (stage 2 starts from stage 1).
-    - `memory_rank`: 0 trains the full memory projections (copies of the base ones); r > 0
-      trains a LoRA update of rank r on each copy instead (peft; `memorag.memory.lowrank`),
-      scaled by `memory_alpha / memory_rank` (`memory_alpha` null: scale 1). Saved weights
-      record which; low-rank weights are small enough to ship.
-    - `compile_windows`: null trains through the eager layers; a torch.compile mode (`default`)
-      compiles each decoder layer, attention over the cache left eager between
-      (memorag/memory/compiled.py): the first step compiles, later steps run the fused
-      kernels (on an H200 a 7B step took 0.92x and a 135M step 0.81x the eager time). How a run
-      computes, not what: a resume may change it.
-    """
+    """Which frozen base model the memory is trained on, and how its memory parameters are built."""
 
     base: str = "embedded"
+    """The frozen base model: `embedded` (the offline SmolLM2-135M-Instruct), a hub id, a local folder, or
+    `random:FAMILY` (`random:llama`, `random:qwen2`, ...) for a randomly initialised model."""
     architecture: dict[str, Any] = field(default_factory=dict, metadata={NAMED_ENTRIES: ARCHITECTURES})
+    """Hugging Face config fields, or the name of one in `memorag.runtime.architectures` (`qwen2-7b-instruct`,
+    ...): a `random:` base's dimensions, else the expected ones (checked against the loaded config, and used
+    to build the model on the meta device without downloading it)."""
     tokenizer: str | None = None
+    """Only for `random:` bases: null or `byte` for a built-in byte-level tokenizer, or a hub id / folder; a
+    pretrained base uses its own."""
     dtype: DType = "auto"
+    """The frozen base weights' dtype; `auto` is bfloat16 under bf16 precision, else float32 (memory parameters
+    always stay float32)."""
     init_seed: int = 0
+    """Seed of the random initialisation of a `random:` base."""
     memory_weights: str | None = None
+    """Saved memory weights to start from (stage 2 starts from stage 1's); null starts from copies of the base
+    projections."""
     gradient_checkpointing: bool = True
+    """Recompute each window's activations in the backward pass instead of keeping them: less memory, more time
+    (not under DeepSpeed ZeRO-3)."""
     memory_rank: int = 0
+    """0 trains the full memory projections; r > 0 trains a LoRA update of rank r on each copy instead (small
+    enough to ship)."""
     memory_alpha: float | None = None
+    """The LoRA scale numerator: updates are scaled by `memory_alpha / memory_rank` (null: scale 1)."""
     compile_windows: CompileMode | None = None
+    """Null trains through the eager layers; a torch.compile mode (`default`) compiles each decoder layer (the
+    first step compiles; a resume may change it)."""
 
     def __post_init__(self) -> None:
         if self.is_random and not self.random_family:
@@ -92,35 +89,46 @@ class ModelSection:
 
 @dataclass
 class DataSection:
-    """Training data.
+    """Training data and how it becomes batches.
 
-    Pretraining reads `files` (.txt, .jsonl with a `text_field`, .parquet; folders and
-    glob patterns expand, sorted) lazily, tokenizes them and packs the token stream into
-    sequences of `min_length`..`max_length` tokens (drawn per micro-batch, rounded down
-    to a multiple of `length_multiple`; every sequence of a micro-batch has the same
-    length). `hf_dataset` streams a `datasets` dataset instead (machines with a hub).
-    SFT reads JSONL samples (see `memorag.training.data.sft`) and groups them into batches of
+    Pretraining reads `files` lazily, tokenizes them and packs the token stream into sequences of
+    `min_length`..`max_length` tokens (drawn per micro-batch; every sequence of a micro-batch has the same
+    length). SFT reads JSONL samples (see `memorag.training.data.sft`) and groups them into batches of
     equal window count; samples longer than `max_length` are skipped.
-    `mixture` records the source shares (`kjv`, `wiki`, `essays`, `synthetic`) of a
-    pretraining mixture: `train/prepare_mix.py --config FILE` builds `files[0]` from them
-    (`memorag.training.data.mixture`); the trainer itself reads `files`.
     """
 
     files: list[str] = field(default_factory=list)
+    """Training files: .txt, .jsonl (with `text_field`) or .parquet for pretraining, JSONL samples for SFT;
+    folders and glob patterns expand, sorted."""
     hf_dataset: str | None = None
+    """A `datasets` dataset to stream instead of `files` (needs access to the hub)."""
     hf_config: str | None = None
+    """The configuration name of `hf_dataset`, if it has several."""
     hf_split: str = "train"
+    """The split of `hf_dataset` to stream."""
     text_field: str = "text"
+    """The field holding the text in .jsonl, .parquet and `hf_dataset` rows."""
     min_length: int = 4096
+    """Shortest packed sequence, in tokens."""
     max_length: int = 4096
+    """Longest packed sequence, in tokens (SFT skips longer samples)."""
     length_multiple: int = 1
+    """Each micro-batch's drawn length is rounded down to a multiple of this."""
     batch_size: int = 1
+    """Sequences per micro-batch on each process."""
     shuffle_files: bool = True
+    """Read the files in a seeded random order each epoch (else in the given order)."""
     add_bos: bool = True
+    """Put the tokenizer's BOS token before each document."""
     add_eos: bool = True
+    """Put the tokenizer's EOS token after each document."""
     read_chars: int = 65536
+    """Characters read from a text file at a time (bounds the memory a long file takes)."""
     system_prompt: str | None = None
+    """SFT only: the system message of samples that do not give their own."""
     mixture: dict[str, float] = field(default_factory=dict)
+    """Source shares (`kjv`, `wiki`, `essays`, `synthetic`) of a pretraining mixture, which
+    `train/prepare_mix.py --config FILE` builds into `files[0]`; the trainer reads `files`."""
 
     def __post_init__(self) -> None:
         if self.min_length < 2 or self.max_length < self.min_length:
@@ -145,25 +153,33 @@ class DataSection:
 
 @dataclass
 class OptimSection:
-    """AdamW over the memory parameters only, with warmup and a decaying schedule.
-
-    The run lasts `max_steps` optimizer steps; if it is None, `epochs` passes over the
-    data (the step count is found by one counting pass). `stop_at_step` ends the process
-    early (after a checkpoint) without changing the schedule: for tests and time limits.
-    """
+    """AdamW over the memory parameters only, with warmup and a decaying schedule."""
 
     lr: float = 5e-5
+    """Peak learning rate."""
     weight_decay: float = 0.0
+    """AdamW's decoupled weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW's moment decay rates."""
     eps: float = 1e-8
+    """AdamW's denominator epsilon."""
     schedule: Schedule = "cosine"
+    """The learning-rate decay after warmup: `cosine`, `linear` or `constant`."""
     warmup_steps: int = 0
+    """Optimizer steps of linear warmup up to `lr`."""
     min_lr_ratio: float = 0.0
+    """The learning rate the schedule decays to, as a share of `lr`."""
     grad_clip: float = 1.0
+    """Clip the gradients' global norm to this."""
     grad_accumulation: int = 1
+    """Micro-batches per optimizer step."""
     max_steps: int | None = None
+    """Optimizer steps of the run; null runs `epochs` passes over the data (counted by one pass first)."""
     epochs: int = 1
+    """Passes over the data when `max_steps` is null."""
     stop_at_step: int | None = None
+    """End the process at this step, after a checkpoint, without changing the schedule (for tests and time
+    limits)."""
 
     def __post_init__(self) -> None:
         if self.lr <= 0:
@@ -182,34 +198,35 @@ class OptimSection:
 
 @dataclass
 class CheckpointSection:
-    """`output_dir/checkpoint-STEP/` every `every_steps` (and every `every_seconds` of training
-    time, when set) and at the end; `latest` names the newest.
+    """Checkpoints `output_dir/checkpoint-STEP/`, and resuming from them.
 
-    `resume`: `auto` (the newest complete checkpoint in `output_dir`, if any), `none`
-    (start fresh; refused if `output_dir` already holds checkpoints) or a checkpoint path.
-    A resume compares these settings with the checkpoint's (`memorag.training.resume`): how
-    the run is logged, evaluated, saved and stopped may change; what it computes is refused
-    unless `resume_with_changes` is true, which applies the new values and records that it did.
-    `if_damaged`: when the newest checkpoint has a damaged file, `fallback` resumes from the
-    newest intact one (with a warning naming the file; the damaged folder is set aside as
-    `checkpoint-STEP.damaged`), `refuse` stops and names the `checkpoint.resume=` to pass.
-    A training process also stops cleanly (checkpoint, exit 0) on SIGUSR1/SIGTERM or
-    when the file `output_dir/stop_file` appears (the SLURM scripts use it); the stop
-    file is removed once honoured.
-    `inference_ratio`: the ratio saved memory weights memorize at once loaded for inference
-    (null: the one ratio trained, or the largest of a `step-random` mix); recorded in their
-    `memory_config.json` beside the settings trained with.
+    A resume compares these settings with the checkpoint's (`memorag.training.resume`): how the run is
+    logged, evaluated, saved and stopped may change; what it computes is refused unless
+    `resume_with_changes` is true. A training process also stops cleanly (checkpoint, exit 0) on
+    SIGUSR1/SIGTERM or when `output_dir/stop_file` appears (the SLURM scripts use it).
     """
 
     output_dir: str = "runs/memorag"
+    """The run's folder: checkpoints, `train_log.jsonl`, and `latest` naming the newest checkpoint."""
     every_steps: int = 500
-    every_seconds: float | None = None  # also after this much training time since the last save (a lease's clock)
+    """Save a checkpoint every this many optimizer steps (and at the end)."""
+    every_seconds: float | None = None
+    """Also save after this much training time since the last save; null: by steps only."""
     keep_last: int = 3
+    """How many checkpoints to keep; older ones are removed."""
     resume: str = "auto"
+    """`auto` (the newest complete checkpoint in `output_dir`, if any), `none` (start fresh; refused if
+    `output_dir` holds checkpoints) or a checkpoint path."""
     resume_with_changes: bool = False
+    """Let a resume change settings that change what is computed (applied and recorded)."""
     if_damaged: IfDamaged = "fallback"
+    """When the newest checkpoint has a damaged file: `fallback` resumes from the newest intact one (with a
+    warning), `refuse` stops and names the `checkpoint.resume=` to pass."""
     stop_file: str = "STOP"
+    """A file name in `output_dir` whose appearance stops the run cleanly; removed once honoured."""
     inference_ratio: int | None = None
+    """The ratio saved memory weights memorize at once loaded for inference (null: the ratio trained, or the
+    largest of a `step-random` mix)."""
 
     def __post_init__(self) -> None:
         if self.every_steps < 1:
@@ -224,11 +241,17 @@ class LoggingSection:
     shipped 7B and SmolLM2 configs set), so a run never needs a wandb account or sends anything unasked."""
 
     every_steps: int = 10
+    """Write a log line every this many optimizer steps."""
     progress_bar: bool = True
+    """Show a progress bar on the main process."""
     wandb: bool = False
+    """Also log to Weights & Biases."""
     wandb_mode: WandbMode = "offline"
+    """wandb's mode: `offline` (files to sync later), `online` or `disabled`."""
     project: str = "memorag"
+    """The wandb project name."""
     run_name: str | None = None
+    """The wandb run name; null lets wandb choose."""
 
     def __post_init__(self) -> None:
         if self.every_steps < 1:
@@ -239,27 +262,31 @@ class LoggingSection:
 class EvalSection:
     """Held-out perplexity of the last `score_windows` windows of each held-out sequence.
 
-    The sequences are the first `num_sequences` packed sequences of `seq_length` tokens
-    from `files`, read as `data.files` are (its `text_field`, BOS/EOS, `read_chars`),
-    in the given file order. Conditions: the memory at each of `ratios`, the window
-    alone (no memory) and the full context (when it fits in the model's positions).
-    `every_steps` = 0 turns evaluation during training off; `at_start` / `at_end` run it
-    before the first and after the last step. `other_text_control` adds, per ratio, the
-    same scored windows each read after a same-length memory of another held-out sequence
-    (the whole memory swapped), and with the baselines the context gain: (other - own) /
-    (no memory - full context), with a bootstrap interval over sequences.
+    The sequences are the first `num_sequences` packed sequences of `seq_length` tokens from `files`, read
+    as `data.files` are (its `text_field`, BOS/EOS, `read_chars`), in the given file order.
     """
 
     files: list[str] = field(default_factory=list)
+    """Held-out files; none turns held-out evaluation off."""
     every_steps: int = 0
+    """Evaluate every this many optimizer steps; 0 turns evaluation during training off."""
     at_start: bool = False
+    """Evaluate before the first step."""
     at_end: bool = True
+    """Evaluate after the last step."""
     ratios: list[int] = field(default_factory=lambda: [2, 4, 8, 16, 32])
+    """Compression ratios to score the memory at; each must divide `memory.window`."""
     seq_length: int = 4096
+    """Tokens per held-out sequence; must leave context before the scored windows."""
     num_sequences: int = 4
+    """How many held-out sequences to score."""
     score_windows: int = 1
+    """How many final windows of each sequence are scored."""
     baselines: bool = True
+    """Also score the window alone (no memory) and the full context (when it fits in the model's positions)."""
     other_text_control: bool = False
+    """Also score each window after a same-length memory of another held-out sequence, giving the context gain
+    (other - own) / (no memory - full context) with a bootstrap interval."""
 
     def __post_init__(self) -> None:
         if self.every_steps < 0:
@@ -274,14 +301,14 @@ class EvalSection:
 class LossSection:
     """The training objective (see `memorag.training.objectives` and docs/training.md).
 
-    `kind`: `lm` (the paper's next-token loss on raw tokens), `distill` (KL from the
-    frozen base reading the whole sequence to the memory model, on the same tokens) or
-    `mix` (`lm + weight * KL`). Distillation needs each sequence to fit in the base
-    model's positions and runs in one process.
+    Distillation needs each sequence to fit in the base model's positions and runs in one process.
     """
 
     kind: LossKind = "lm"
+    """`lm` (the paper's next-token loss on raw tokens), `distill` (KL from the frozen base reading the whole
+    sequence) or `mix` (`lm + weight * KL`)."""
     weight: float = 1.0
+    """The KL term's weight under `mix`."""
 
     def __post_init__(self) -> None:
         if self.kind not in LOSS_KINDS:
@@ -295,16 +322,27 @@ class TrainConfig:
     """One training run (stage 1 `pretrain` or stage 2 `sft`); see the module docstring."""
 
     stage: Stage = "pretrain"
+    """Which stage the file is for: `pretrain` (train/pretrain.py) or `sft` (train/sft.py)."""
     seed: int = 42
+    """Seed of data order, packing and per-window ratio draws."""
     precision: Precision = "auto"
+    """`bf16` autocasts to bfloat16, `fp32` does not; `auto` is bf16 on a GPU that supports it."""
     model: ModelSection = field(default_factory=ModelSection)
+    """The frozen base model and the memory's parameters (`model.*`)."""
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    """The memory model's settings (`memory.*`, `MemoryConfig`)."""
     data: DataSection = field(default_factory=DataSection)
+    """Training data and batching (`data.*`)."""
     optim: OptimSection = field(default_factory=OptimSection)
+    """Optimizer, schedule and run length (`optim.*`)."""
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+    """Checkpoints and resuming (`checkpoint.*`)."""
     logging: LoggingSection = field(default_factory=LoggingSection)
+    """Logs and progress (`logging.*`)."""
     eval: EvalSection = field(default_factory=EvalSection)
+    """Held-out evaluation (`eval.*`)."""
     loss: LossSection = field(default_factory=LossSection)
+    """The training objective (`loss.*`)."""
 
     def __post_init__(self) -> None:
         if len(self.memory.ratios) > 1 and self.memory.ratio_mix != "step-random":
