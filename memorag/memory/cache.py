@@ -101,7 +101,7 @@ class MemoryCache:
     # -- writing ----------------------------------------------------------------------
     def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append `[B, H_kv, n, d]` keys/values to `layer`; return the valid rows `[B, H_kv, length, d]`
-        as attention reads them. (A decoding step writes the whole buffers itself: `BufferStep`.)"""
+        as attention reads them. (A decoding step writes the whole buffers itself: `WholeBufferStep`.)"""
         start, n = self.length, keys.shape[2]
         old_k, old_v = self.keys[layer], self.values[layer]
         if self._functional_for(keys) or self._functional_for(values):
