@@ -154,7 +154,7 @@ class ValidRowsStep:
     @torch.compiler.disable
     def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> torch.Tensor:
-        keys, values = self.cache.write(attention.layer_idx, key, value)  # [B, H_kv, S, d]
+        keys, values = self.cache.update(key, value, attention.layer_idx)  # [B, H_kv, S, d]
         kernel = KERNELS[self.implementation]
         return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups).contiguous()
 

@@ -80,8 +80,14 @@ class MemoryKVCache(Cache):
         """Columns of `generate`'s `input_ids` read so far (what `generate` counts as the past)."""
         return self.consumed
 
-    def update(self, *args, **kwargs):
-        raise NotImplementedError("MemoryKVCache is written by the memory model's own attention, never by update()")
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               cache_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """transformers' write path, for a batch of one sequence: its `MemoryCache.update`. The sequences of a
+        larger batch hold caches of different lengths, which no single tensor of keys can return."""
+        if len(self.caches) != 1:
+            raise ValueError(f"this cache holds {len(self.caches)} sequences, each a MemoryCache of its own "
+                             "length; write each sequence through its cache's update (MemoryKVCache.caches[i])")
+        return self.caches[0].update(key_states, value_states, layer_idx, cache_kwargs)
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError("the memory model decodes without beam search (num_beams=1)")
