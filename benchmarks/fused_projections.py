@@ -25,8 +25,8 @@ from torch.nn import functional as F
 
 from memorag.benchmarking.machine import cpu_model
 from memorag.benchmarking.shapes import SHAPES, shape_config
-from memorag.memory.masks import RowSplit
-from memorag.memory.schedule import Piece
+from memorag.memory.masks import RawMemoryRows
+from memorag.memory.schedule import WindowPiece
 
 
 def _weights(out_features: list[int], hidden: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -40,7 +40,7 @@ def measure(shape: str, dtype: torch.dtype, window: int, ratio: int, repeats: in
     sizes = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
     base, memory = _weights(sizes, hidden, dtype), _weights(sizes, hidden, dtype)
     fused_base, fused_memory = torch.cat(base), torch.cat(memory)  # [q + k + v, D]
-    rows = RowSplit.of(*Piece(0, window, ratio, 0, 0, True).row_kinds(), device=torch.device("cpu"))
+    rows = RawMemoryRows.of(*WindowPiece(0, window, ratio, 0, 0, True).row_kinds(), device=torch.device("cpu"))
     states = torch.randn(1, window + window // ratio, hidden, dtype=dtype)  # [1, T, D]
 
     def separate():

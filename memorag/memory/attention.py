@@ -9,11 +9,11 @@ each computed only for its own rows) and where its keys and values go. Without a
 is the base attention, untouched, so a patched model still runs as plain transformers.
 
 The contexts, one per kind of step (the caller of the step names the kind, memory/core.py):
-- `WindowStep`: a piece of a window over its cache's valid rows;
-- `BufferStep`: a decoding step over whole cache buffers with an additive bias, its shapes the
+- `ValidRowsStep`: a piece of a window over its cache's valid rows;
+- `WholeBufferStep`: a decoding step over whole cache buffers with an additive bias, its shapes the
   same token after token, so that it compiles whole;
-- `PackedStep`: several sequences' steps packed along one row axis, each attending as alone
-  (`PackedRows` packs their rows).
+- `PackedSequencesStep`: several sequences' steps packed along one row axis, each attending as alone
+  (`PackedStepRows` packs their rows).
 Both kinds attend through the one kernel registry (`KERNELS`, the kernel the config names), each
 kernel taking the keys a query sees in either form (`KeysSeen`), and the layer's head groups
 (grouped-query attention is decided once, when the layer is wrapped: `MemoryAttention.kv_groups`).
@@ -35,7 +35,7 @@ from torch.nn.attention.bias import causal_lower_right
 from .cache import MemoryCache
 from .families import Family
 from .linear import is_plain_linear, sequences_alone
-from .masks import RowSplit, full_mask
+from .masks import RawMemoryRows, full_mask
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -127,7 +127,7 @@ class StepContext(Protocol):
     """What every layer of one step is given: which rows are memory tokens, the dtype of the cache, and
     where the keys (rotated to their positions) go and what they attend over."""
 
-    rows: RowSplit | None  # which rows are memory tokens (None: all raw)
+    rows: RawMemoryRows | None  # which rows are memory tokens (None: all raw)
     dtype: torch.dtype | None  # the cache's dtype (the base model's), so all rows agree
 
     def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
@@ -138,13 +138,13 @@ class StepContext(Protocol):
 
 
 @dataclass
-class WindowStep:
+class ValidRowsStep:
     """A piece of a window over its cache's valid rows: the keys `[memory entries | window so far | these
     rows]`, which of them each row sees as `seen` says (a prefix and a window mask)."""
 
     cache: MemoryCache
     seen: KeysSeen
-    rows: RowSplit | None = None
+    rows: RawMemoryRows | None = None
     implementation: str = "sdpa"
     dtype: torch.dtype | None = None
 
@@ -154,13 +154,13 @@ class WindowStep:
     @torch.compiler.disable
     def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> torch.Tensor:
-        keys, values = self.cache.write(attention.layer_idx, key, value)  # [B, H_kv, S, d]
+        keys, values = self.cache.update(key, value, attention.layer_idx)  # [B, H_kv, S, d]
         kernel = KERNELS[self.implementation]
         return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups).contiguous()
 
 
 @dataclass
-class BufferStep:
+class WholeBufferStep:
     """A decoding step over whole cache buffers: every field a tensor or a constant of the model, so that
     its shapes stay the same token after token and it compiles whole."""
 
@@ -168,7 +168,7 @@ class BufferStep:
     values: list[torch.Tensor]
     write_rows: torch.Tensor  # [T] the buffer rows of the step's rows; [B, T] each sequence its own
     seen: KeysSeen  # its `bias` [T, C], or [B, T, C] each sequence its own
-    rows: RowSplit | None  # which of the T rows is the memory token (None: one raw row)
+    rows: RawMemoryRows | None  # which of the T rows is the memory token (None: one raw row)
     dtype: torch.dtype
     implementation: str = "sdpa"
 
@@ -187,18 +187,18 @@ class BufferStep:
 
 
 @dataclass
-class PackedStep:
+class PackedSequencesStep:
     """Several sequences' steps packed into one row axis (batch 1). Sequence `i` owns rows
     `bounds[i]:bounds[i + 1]` and its own context: everything row-wise (norms, projections, MLP) runs once
     over all rows, attention per sequence exactly as it would alone. `rows` marks the memory tokens among
     all packed rows (None: all raw)."""
 
-    steps: list[WindowStep | BufferStep]
+    steps: list[ValidRowsStep | WholeBufferStep]
     bounds: list[int]
-    rows: RowSplit | None = None
+    rows: RawMemoryRows | None = None
     dtype: torch.dtype | None = None
 
-    @torch.compiler.disable  # as `WindowStep.attend`
+    @torch.compiler.disable  # as `ValidRowsStep.attend`
     def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> torch.Tensor:
         outputs = []
@@ -210,13 +210,13 @@ class PackedStep:
 
 
 @dataclass
-class PieceRows:
+class StepRows:
     """A step's rows as the layers take them: raw rows with the piece's memory tokens inserted."""
 
     hidden: torch.Tensor  # [B, T, D] input states, raw and memory rows in sequence order
     positions: torch.Tensor  # [1, T]
-    rows: RowSplit | None  # which rows are memory tokens (None: all raw)
-    context: WindowStep | BufferStep
+    rows: RawMemoryRows | None  # which rows are memory tokens (None: all raw)
+    context: ValidRowsStep | WholeBufferStep
 
     @property
     def num_rows(self) -> int:
@@ -232,27 +232,27 @@ class PieceRows:
 
 
 @dataclass
-class PackedRows:
+class PackedStepRows:
     """Several sequences' step rows packed along one row axis (batch 1), ready for the layers.
 
     Sequences that continue one memory differ in length, so each reaches its memory-token rows
     and its window's end at its own step, at its own positions: instead of padding them to one
     shape, their rows are packed, each layer runs once over all rows, and attention runs per
-    sequence over its own cache (`PackedStep`). With `exact` (`linears`), every plain linear layer
+    sequence over its own cache (`PackedSequencesStep`). With `exact` (`linears`), every plain linear layer
     rounds each sequence's rows as alone (memory/linear.py): a reply decoded in a batch then equals
     the one decoded alone token for token. Without it, each matrix product is shared by all rows
     (faster where the per-sequence products are slow), and a reply can differ where two tokens
     (nearly) tie."""
 
-    parts: list[PieceRows]
+    parts: list[StepRows]
     bounds: list[int]  # sequence i owns packed rows bounds[i]:bounds[i + 1]
     hidden: torch.Tensor  # [1, sum T_i, D]
     positions: torch.Tensor  # [1, sum T_i]
     position_embeddings: tuple[torch.Tensor, torch.Tensor]  # cos, sin [1, sum T_i, d]
-    context: PackedStep
+    context: PackedSequencesStep
 
     @classmethod
-    def of(cls, parts: list[PieceRows], rotary: nn.Module, dtype: torch.dtype) -> PackedRows:
+    def of(cls, parts: list[StepRows], rotary: nn.Module, dtype: torch.dtype) -> PackedStepRows:
         bounds, raw_rows, memory_rows = [0], [], []
         for part in parts:
             start, count = bounds[-1], part.num_rows
@@ -269,8 +269,8 @@ class PackedRows:
         embeddings = [rotary(part.hidden, part.positions) for part in parts]
         cos = torch.cat([pair[0] for pair in embeddings], dim=1)
         sin = torch.cat([pair[1] for pair in embeddings], dim=1)
-        rows = RowSplit.of(raw_rows, memory_rows, device=device) if memory_rows else None
-        context = PackedStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
+        rows = RawMemoryRows.of(raw_rows, memory_rows, device=device) if memory_rows else None
+        context = PackedSequencesStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
         return cls(parts, bounds, hidden, positions, (cos, sin), context)
 
     def linears(self, exact: bool) -> AbstractContextManager:
@@ -348,7 +348,7 @@ class MemoryAttention(nn.Module):
         self.num_kv_heads: int = getattr(base_layer.config, "num_key_value_heads", None) or heads
         self.kv_groups: int = heads // self.num_kv_heads
 
-    def _project(self, short: str, hidden: torch.Tensor, parts, rows: RowSplit | None) -> torch.Tensor:
+    def _project(self, short: str, hidden: torch.Tensor, parts, rows: RawMemoryRows | None) -> torch.Tensor:
         """Project `hidden` [B, T, D] with the base projection `short`, memory rows with the memory one."""
         base = getattr(self.base_layer, self.projection_names["qkvo".index(short)])
         if rows is None or short not in self.memory:

@@ -99,9 +99,14 @@ class MemoryCache:
         return self.functional or (torch.is_grad_enabled() and tensor.requires_grad)
 
     # -- writing ----------------------------------------------------------------------
-    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append `[B, H_kv, n, d]` keys/values to `layer`; return the valid rows `[B, H_kv, length, d]`
-        as attention reads them. (A decoding step writes the whole buffers itself: `BufferStep`.)"""
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               cache_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The write path, as transformers' `Cache.update`: append a step's `[B, H_kv, n, d]` keys (rotated to
+        their positions) and values to layer `layer_idx`, and return the keys and values the step attends
+        over, the valid rows `[B, H_kv, length + n, d]`. `cache_kwargs` is transformers' (nothing is read
+        from it: keys arrive rotated). A decoding step over whole buffers writes its rows in place
+        (`WholeBufferStep`), so that its shapes stay the same token after token."""
+        keys, values, layer = key_states, value_states, layer_idx
         start, n = self.length, keys.shape[2]
         old_k, old_v = self.keys[layer], self.values[layer]
         if self._functional_for(keys) or self._functional_for(values):

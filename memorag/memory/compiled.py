@@ -2,7 +2,7 @@
 "Compiled windows"); both are opt-in, and their results equal the eager ones' up to the compiler's
 fusion of floating-point operations.
 
-**A decoding step, compiled whole** (`CompiledDecoding`). A decoding step's context, `BufferStep`
+**A decoding step, compiled whole** (`CompiledDecoding`). A decoding step's context, `WholeBufferStep`
 (memory/attention.py), holds only tensors and constants: the whole key/value buffers, the buffer
 rows the step's rows are written to, and the additive bias over the buffers. Nothing in it is a
 Python number that changes from token to token, so the layers' forward over it compiles into one
@@ -15,7 +15,7 @@ eager mode each layer is about fifty kernels of which only the matrix products a
 real work (norms, rotary embedding, the split and merge of raw and memory rows, the MLP's
 activation, residual adds); on a GPU those small kernels take a large share of a window's time,
 and the compiler fuses them into a few, forward and backward. The attention over the cache stays
-eager (its cache write and key count change from window to window: `WindowStep.attend` is
+eager (its cache write and key count change from window to window: `ValidRowsStep.attend` is
 excluded from compilation), so each layer compiles as a few graphs around that one break. All
 layers are instances of one class with weights of one shape, so the graphs are compiled once and
 shared by every layer; a new number of rows per step (a window's last, shorter piece) compiles
@@ -29,14 +29,14 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from .attention import BufferStep
+from .attention import WholeBufferStep
 
 # (hidden [B, T, D], positions [1, T], context) -> hidden [B, T, D]: the layers' forward
-RunLayers = Callable[[torch.Tensor, torch.Tensor, BufferStep], torch.Tensor]
+RunLayers = Callable[[torch.Tensor, torch.Tensor, WholeBufferStep], torch.Tensor]
 
 
 class CompiledDecoding:
-    """The layers' forward over a `BufferStep`, compiled whole.
+    """The layers' forward over a `WholeBufferStep`, compiled whole.
 
     `mode` and `backend` are `torch.compile`'s ("default" and "inductor" unless told; "reduce-overhead"
     on CUDA replays CUDA graphs). The buffers' capacity C is marked dynamic, everything else is static:
@@ -50,7 +50,7 @@ class CompiledDecoding:
         self.uses_cuda_graphs = mode in ("reduce-overhead", "max-autotune")
         self._compiled = torch.compile(run_layers, fullgraph=True, mode=mode, backend=backend)
 
-    def __call__(self, hidden: torch.Tensor, positions: torch.Tensor, context: BufferStep) -> torch.Tensor:
+    def __call__(self, hidden: torch.Tensor, positions: torch.Tensor, context: WholeBufferStep) -> torch.Tensor:
         for buffer in (*context.keys, *context.values):
             torch._dynamo.mark_dynamic(buffer, 2)  # the capacity: one graph for every size the buffers grow to
             if self.uses_cuda_graphs:  # written in place inside a CUDA graph: the address must not change

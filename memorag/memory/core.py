@@ -9,13 +9,13 @@ drivers (memorizing, the training objectives, decoding) are loops over those.
 
 The caller says what kind of step it runs, and the kind picks the path:
 - `"window"` (memorize, training, scoring, a prompt's prefill): the rows attend over the cache's
-  valid rows with the configured kernel (`WindowStep`); compiled per layer after
+  valid rows with the configured kernel (`ValidRowsStep`); compiled per layer after
   `compile_windows`;
 - `"decode"` (the token a decoding round reads): one raw token, and the memory token it may
   bring, written in place into a cache grown for it; it attends over the whole buffers, so its
-  shapes repeat token after token (`BufferStep`); compiled whole after `compile_decoding`.
+  shapes repeat token after token (`WholeBufferStep`); compiled whole after `compile_decoding`.
 Several inputs are one packed batch: their rows share one pass over the layers, each attending
-over its own cache as alone (`PackedRows`).
+over its own cache as alone (`PackedStepRows`).
 """
 
 from __future__ import annotations
@@ -29,14 +29,30 @@ from torch import nn
 
 from memorag.prompting.chat_layout import PromptLayout
 
-from .attention import BufferStep, KeysSeen, MemoryAttention, PackedRows, PieceRows, WindowStep, apply_rope
+from .attention import (
+    KeysSeen,
+    MemoryAttention,
+    PackedStepRows,
+    StepRows,
+    ValidRowsStep,
+    WholeBufferStep,
+    apply_rope,
+)
 from .cache import Allocation, MemoryCache
 from .compiled import CompiledDecoding, CompiledLayers
 from .config import MemoryConfig
 from .families import family_of
 from .linear import MemoryLinear, sequences_alone, use_memory_linears
-from .masks import RowSplit, bucket_bias, compaction_rows, piece_mask, row_split
-from .schedule import ContextTooLongError, Piece, RatioOf, ScheduleState, choose_ratio, plan, ratio_function
+from .masks import RawMemoryRows, bucket_bias, compaction_rows, piece_mask, raw_memory_rows
+from .schedule import (
+    ContextTooLongError,
+    RatioOf,
+    ScheduleState,
+    WindowPiece,
+    choose_ratio,
+    plan,
+    ratio_function,
+)
 from .state import Memory, WeightsHash, check_identity, identity_of
 
 StepKind = Literal["window", "decode"]
@@ -48,7 +64,7 @@ class StepInput:
 
     input_ids: torch.Tensor  # [B, n] the piece's raw tokens, n >= 1
     cache: MemoryCache  # written in place (or functionally under autograd), then advanced to `after`
-    piece: Piece  # where the tokens go: ratio, window offset, memory entries before, completes the window
+    piece: WindowPiece  # where the tokens go: ratio, window offset, memory entries before, completes the window
     after: ScheduleState  # the cache's schedule state once the piece is written
 
 
@@ -211,7 +227,7 @@ class MemoryCore(nn.Module):
                 out = self.run_layers(part.hidden, part.positions, part.context, compiled=True)
             outputs = [part.raw(out) if keep_hidden else None]
         else:
-            packed = PackedRows.of(parts, self.rotary, self.base_dtype)
+            packed = PackedStepRows.of(parts, self.rotary, self.base_dtype)
             with packed.linears(exact):
                 out = self.run_layers(packed.hidden, packed.positions, packed.context, packed.position_embeddings,
                                       compiled=kind == "window")
@@ -220,9 +236,9 @@ class MemoryCore(nn.Module):
             self.commit(item)
         return outputs
 
-    def _embedded_rows(self, item: StepInput) -> tuple[torch.Tensor, torch.Tensor, RowSplit | None]:
+    def _embedded_rows(self, item: StepInput) -> tuple[torch.Tensor, torch.Tensor, RawMemoryRows | None]:
         """A piece's raw tokens [B, n] -> its input states with the memory tokens it brings [B, T, D], their
-        positions [1, T] and which rows are memory tokens (a `RowSplit`, None: all raw)."""
+        positions [1, T] and which rows are memory tokens (a `RawMemoryRows`, None: all raw)."""
         piece = item.piece
         end = piece.first_position + piece.num_rows
         if end > self.max_positions:
@@ -233,25 +249,25 @@ class MemoryCore(nn.Module):
         hidden = self.embed_tokens(item.input_ids)  # [B, n, D]
         rows = None
         if piece.num_memory:
-            rows = row_split(piece, device)
+            rows = raw_memory_rows(piece, device)
             hidden = self.with_memory_rows(hidden, rows)  # [B, T, D], sequence order
         return hidden, positions, rows
 
-    def with_memory_rows(self, hidden: torch.Tensor, rows: RowSplit) -> torch.Tensor:
+    def with_memory_rows(self, hidden: torch.Tensor, rows: RawMemoryRows) -> torch.Tensor:
         """Raw rows' input states [B, n, D] -> with the memory embedding inserted where `rows` puts the
         memory tokens [B, n + m, D], in sequence order: the one place memory rows are inserted."""
         memory = self.memory_embedding.to(hidden.dtype).expand(hidden.shape[0], rows.memory.shape[0], -1)
         return rows.merge(hidden, memory)
 
-    def _window_rows(self, item: StepInput) -> PieceRows:
+    def _window_rows(self, item: StepInput) -> StepRows:
         hidden, positions, rows = self._embedded_rows(item)
         piece, cache = item.piece, item.cache
         mask = piece_mask(self.config.attention, piece, positions.device)
-        context = WindowStep(cache, KeysSeen(prefix=piece.num_entries, mask=mask), rows=rows,
+        context = ValidRowsStep(cache, KeysSeen(prefix=piece.num_entries, mask=mask), rows=rows,
                              implementation=self.config.attn_implementation, dtype=self.base_dtype)
-        return PieceRows(hidden, positions, rows, context)
+        return StepRows(hidden, positions, rows, context)
 
-    def _decode_rows(self, item: StepInput) -> PieceRows:
+    def _decode_rows(self, item: StepInput) -> StepRows:
         piece, cache = item.piece, item.cache
         if (piece.num_raw != 1 or cache.keys[0] is None or cache.functional or torch.is_grad_enabled() or cache.keys[0].shape[0] != item.input_ids.shape[0]):
             raise ValueError("a decoding step reads one raw token into an allocated cache of its batch, in place, "
@@ -261,9 +277,9 @@ class MemoryCore(nn.Module):
         bias = bucket_bias(self.config.attention, piece.ratio, piece.num_entries, piece.rows_before, piece.num_rows,
                            capacity, positions.device, self.base_dtype)  # [T, C]
         write_rows = torch.arange(cache.length, cache.length + piece.num_rows, device=positions.device)  # [T]
-        context = BufferStep(cache.keys, cache.values, write_rows, KeysSeen(bias=bias), rows, self.base_dtype,
+        context = WholeBufferStep(cache.keys, cache.values, write_rows, KeysSeen(bias=bias), rows, self.base_dtype,
                              self.config.attn_implementation)
-        return PieceRows(hidden, positions, rows, context)
+        return StepRows(hidden, positions, rows, context)
 
     def run_layers(self, hidden: torch.Tensor, positions: torch.Tensor, context,
                    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -278,7 +294,7 @@ class MemoryCore(nn.Module):
                            position_embeddings=position_embeddings, memory_step=context)
         return hidden
 
-    def run_decoding(self, hidden: torch.Tensor, positions: torch.Tensor, context: BufferStep) -> torch.Tensor:
+    def run_decoding(self, hidden: torch.Tensor, positions: torch.Tensor, context: WholeBufferStep) -> torch.Tensor:
         """The decoder layers over a decoding step: compiled whole where `compile_decoding` made it so."""
         if self._compiled_decoding is not None:
             return self._compiled_decoding(hidden, positions, context)

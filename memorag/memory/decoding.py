@@ -13,7 +13,7 @@ streamers, `max_new_tokens`, batches); the memory model computes each step:
   window steps; every later round reads one token per sequence as a decoding step. Several
   sequences are fed in one step (`MemoryCore.feed_batch`), each exactly as alone.
 - With compiled decoding and `exact=False`, several prompts decode as one batch through the
-  compiled step: their caches are rows of one `CacheBlock`, and a round is one `BufferStep`
+  compiled step: their caches are rows of one `CacheBlock`, and a round is one `WholeBufferStep`
   over all of them (`shared_round`).
 
 Beam search and other strategies that reorder or crop the cache are refused.
@@ -34,7 +34,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from memorag.runtime.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
 from memorag.runtime.stop_tokens import stop_token_ids
 
-from .attention import BufferStep, KeysSeen
+from .attention import KeysSeen, WholeBufferStep
 from .cache import CacheBlock, MemoryCache, bucketed
 from .core import MemoryCore, StepInput, plan_steps
 from .masks import bucket_bias, raw_then_memory, self_only_bias
@@ -60,7 +60,7 @@ class MemoryKVCache(Cache):
     def __init__(self, caches: list[MemoryCache], ratio_of: list[Callable[[int], int]], stops: Sequence[int],
                  exact: bool = True, block: CacheBlock | None = None):
         super().__init__(layers=[])
-        self.exact = exact  # a batch rounds each sequence as alone (`PackedRows.linears`)
+        self.exact = exact  # a batch rounds each sequence as alone (`PackedStepRows.linears`)
         self.caches = caches
         self.ratio_of = ratio_of
         self.stops = frozenset(int(token) for token in stops)
@@ -80,8 +80,14 @@ class MemoryKVCache(Cache):
         """Columns of `generate`'s `input_ids` read so far (what `generate` counts as the past)."""
         return self.consumed
 
-    def update(self, *args, **kwargs):
-        raise NotImplementedError("MemoryKVCache is written by the memory model's own attention, never by update()")
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               cache_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """transformers' write path, for a batch of one sequence: its `MemoryCache.update`. The sequences of a
+        larger batch hold caches of different lengths, which no single tensor of keys can return."""
+        if len(self.caches) != 1:
+            raise ValueError(f"this cache holds {len(self.caches)} sequences, each a MemoryCache of its own "
+                             "length; write each sequence through its cache's update (MemoryKVCache.caches[i])")
+        return self.caches[0].update(key_states, value_states, layer_idx, cache_kwargs)
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError("the memory model decodes without beam search (num_beams=1)")
@@ -157,7 +163,7 @@ class MemoryDecoder(nn.Module, GenerationMixin):
                                     exact=cache.exact)
         logits = torch.zeros(len(last), 1, model.lm_head.out_features, device=model.device, dtype=model.base_dtype)
         fed = [row for row, hidden in enumerate(last) if hidden is not None]
-        if cache.exact or len(fed) == 1:  # one row at a time, as alone (see `PackedRows` on rounding)
+        if cache.exact or len(fed) == 1:  # one row at a time, as alone (see `PackedStepRows` on rounding)
             for row, row_logits in zip(fed, model.logits_alone([last[row] for row in fed]), strict=True):
                 logits[row, 0] = row_logits[0].to(logits.dtype)
         elif fed:
@@ -212,7 +218,7 @@ def shared_round(model: MemoryCore, block: CacheBlock, token_ids: Sequence[torch
         split = raw_then_memory(torch.device(device))
         hidden = model.with_memory_rows(hidden, split)  # [P, 2, D]
     positions = torch.tensor(written, device=device)  # [P, T]: buffer rows are positions (rotated keys)
-    context = BufferStep(block.keys, block.values, positions, KeysSeen(bias=torch.stack(biases)), split,
+    context = WholeBufferStep(block.keys, block.values, positions, KeysSeen(bias=torch.stack(biases)), split,
                          model.base_dtype, model.config.attn_implementation)
     out = model.run_decoding(hidden, positions, context)  # [P, T, D]
     for item in items.values():

@@ -1,7 +1,7 @@
 """The memory model's linear layers (docs/memory-model.md, "Linear layers in decoding").
 
 `MemoryLinear` is `nn.Linear` whose rows, in a packed batch, round per sequence as alone, so that
-an exact batch (`PackedRows`, memory/attention.py) decodes each sequence bit for bit as one-by-one
+an exact batch (`PackedStepRows`, memory/attention.py) decodes each sequence bit for bit as one-by-one
 decoding does. A matrix product's rounding depends on its shape: `F.linear` over one row takes a
 matrix-vector kernel, over several a matrix-matrix one that sums in another order, and a small
 model's logits tie often enough that one rounding step changes a greedy reply. So inside

@@ -1,7 +1,7 @@
 """The tensors the schedule implies: which rows are memory tokens, and which keys each row sees.
 
 Everything here is a pure function of the schedule's numbers (schedule.py): a ratio, where a
-piece starts in its window, how many rows it has. `RowSplit` says which of a step's rows are
+piece starts in its window, how many rows it has. `RawMemoryRows` says which of a step's rows are
 raw and which are memory tokens; `window_mask`, `bucket_bias` and `full_mask` say which keys a
 row may attend to (docs/memory-model.md, "Layout of a window").
 
@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import torch
 
-from .schedule import Piece, memory_rows_of_window
+from .schedule import WindowPiece, memory_rows_of_window
 
 # distinct pieces kept per table: memorizing needs one or two (whole windows, a last partial one);
 # decoding steps that bring a memory token need one per position in the window
@@ -27,7 +27,7 @@ TABLE_ENTRIES = 64
 
 
 @dataclass
-class RowSplit:
+class RawMemoryRows:
     """Which rows of a step are raw tokens and which are memory tokens.
 
     `raw` and `memory` are row indices [n] and [m]; `order` [n + m] puts
@@ -45,7 +45,7 @@ class RowSplit:
     memory_rows: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, raw_rows: list[int], memory_rows: list[int], device: torch.device) -> RowSplit:
+    def of(cls, raw_rows: list[int], memory_rows: list[int], device: torch.device) -> RawMemoryRows:
         raw = torch.tensor(raw_rows, dtype=torch.long, device=device)
         memory = torch.tensor(memory_rows, dtype=torch.long, device=device)
         order = torch.argsort(torch.cat([raw, memory]))
@@ -158,12 +158,12 @@ def _causal_full_mask(num_queries: int, prefix: int, tail: int, device: torch.de
         return torch.cat([torch.ones(num_queries, prefix, dtype=torch.bool, device=device), tail_mask], dim=1)
 
 
-def row_split(piece: Piece, device: torch.device) -> RowSplit:
+def raw_memory_rows(piece: WindowPiece, device: torch.device) -> RawMemoryRows:
     """Which of `piece`'s rows are raw and which are memory tokens (`piece.num_memory` > 0)."""
-    return _row_split(piece.ratio, piece.window_offset, piece.num_raw, torch.device(device))
+    return _raw_memory_rows(piece.ratio, piece.window_offset, piece.num_raw, torch.device(device))
 
 
-def piece_mask(scheme: str, piece: Piece, device: torch.device) -> torch.Tensor | None:
+def piece_mask(scheme: str, piece: WindowPiece, device: torch.device) -> torch.Tensor | None:
     """`window_mask` of `piece` [num_rows, rows_before + num_rows] bool (None under full-coverage)."""
     if scheme == "full-coverage":
         return None
@@ -177,17 +177,17 @@ def compaction_rows(window: int, ratio: int, device: torch.device) -> tuple[torc
 
 
 @lru_cache(maxsize=4)
-def raw_then_memory(device: torch.device) -> RowSplit:
+def raw_then_memory(device: torch.device) -> RawMemoryRows:
     """The rows of a decoding round that brings memory rows: row 0 raw, row 1 memory."""
     with torch.inference_mode(False), torch.no_grad():
-        return RowSplit.of([0], [1], device=device)
+        return RawMemoryRows.of([0], [1], device=device)
 
 
 @lru_cache(maxsize=TABLE_ENTRIES)
-def _row_split(ratio: int, window_offset: int, num_raw: int, device: torch.device) -> RowSplit:
-    piece = Piece(0, num_raw, ratio, window_offset, 0, False)
+def _raw_memory_rows(ratio: int, window_offset: int, num_raw: int, device: torch.device) -> RawMemoryRows:
+    piece = WindowPiece(0, num_raw, ratio, window_offset, 0, False)
     with torch.inference_mode(False), torch.no_grad():
-        return RowSplit.of(*piece.row_kinds(), device=device)
+        return RawMemoryRows.of(*piece.row_kinds(), device=device)
 
 
 @lru_cache(maxsize=TABLE_ENTRIES)

@@ -155,7 +155,7 @@ class MemoryModel(MemoryCore):
         **generate_kwargs,
     ) -> list[list[int]]:
         """`generate_ids` for several prompts over one memory, decoded together as one batch: each
-        prompt reads the memory and its own tokens as alone (`PackedRows`, memory/attention.py); with `exact` (the
+        prompt reads the memory and its own tokens as alone (`PackedStepRows`, memory/attention.py); with `exact` (the
         default) its linear layers also round as alone, so greedy replies equal the one-by-one
         ones token for token; `exact=False` shares the matrix products (faster where a lone row's
         kernel is slow; a reply can then differ where two tokens tie). A sampled batch draws its

@@ -67,7 +67,7 @@ class ScheduleState:
 
 
 @dataclass(frozen=True)
-class Piece:
+class WindowPiece:
     """A run of new raw tokens inside one window, with the memory tokens inserted among them."""
 
     raw_start: int  # offset of the first raw token in the caller's input
@@ -115,20 +115,20 @@ def window_ratio(window_index: int, ratios: list[int], ratio_mix: str, seed: int
     return ratios[0]
 
 
-def plan(state: ScheduleState, num_new: int, window: int, ratio_for_window) -> list[tuple[Piece, ScheduleState]]:
+def plan(state: ScheduleState, num_new: int, window: int, ratio_for_window) -> list[tuple[WindowPiece, ScheduleState]]:
     """Split `num_new` raw tokens into per-window pieces, each with the state after it.
 
     `ratio_for_window(window_index) -> int` gives a new window its ratio. The state
     after a piece that completes its window is the state after compaction.
     """
-    pieces: list[tuple[Piece, ScheduleState]] = []
+    pieces: list[tuple[WindowPiece, ScheduleState]] = []
     offset = 0
     while offset < num_new:
         ratio = state.ratio or ratio_for_window(state.window_index)
         take = min(window - state.raw_in_window, num_new - offset)
         filled = state.raw_in_window + take
         complete = filled == window
-        piece = Piece(offset, offset + take, ratio, state.raw_in_window, state.num_entries, complete)
+        piece = WindowPiece(offset, offset + take, ratio, state.raw_in_window, state.num_entries, complete)
         if complete:
             state = ScheduleState(
                 num_tokens=state.num_tokens + take,

@@ -119,7 +119,7 @@ class MemoRAGMode(Mode):
                     raw[kind] = context.memory_model.generate(requests[kind][0], memory=memory,
                                                               max_new_tokens=settings.clue_max_new_tokens)
                     bar.update()
-            else:  # one batch over the shared memory (memory/attention.py, `PackedRows`)
+            else:  # one batch over the shared memory (memory/attention.py, `PackedStepRows`)
                 bar.set_postfix_str(" + ".join(kinds))
                 replies = context.memory_model.generate_batch([requests[kind][0] for kind in kinds], memory=memory,
                                                               max_new_tokens=settings.clue_max_new_tokens,

@@ -53,15 +53,15 @@ def test_the_window_tables_a_decode_builds_stay_ordinary_tensors_and_training_ru
     from memorag.memory import masks as window_tables
 
     cpu = torch.device("cpu")
-    for table in (window_tables._row_split, window_tables._piece_mask, window_tables._compaction_rows):
+    for table in (window_tables._raw_memory_rows, window_tables._piece_mask, window_tables._compaction_rows):
         table.cache_clear()  # so that the decode below builds them, under inference mode
     model = tiny_memory_model("llama", window=16, ratios=[4])
     ids = random_ids(40)
     model.generate_ids(ids[0].tolist(), max_new_tokens=4)  # whole windows of the prompt, compacted
-    built = window_tables._row_split.cache_info().currsize + window_tables._compaction_rows.cache_info().currsize
-    split = window_tables._row_split(4, 0, 16, cpu)  # a whole window's rows, as the decode's prefill split them
+    built = window_tables._raw_memory_rows.cache_info().currsize + window_tables._compaction_rows.cache_info().currsize
+    split = window_tables._raw_memory_rows(4, 0, 16, cpu)  # a whole window's rows, as the decode's prefill split them
     rows, shift = window_tables._compaction_rows(16, 4, cpu)
-    assert window_tables._row_split.cache_info().currsize + window_tables._compaction_rows.cache_info().currsize == built
+    assert window_tables._raw_memory_rows.cache_info().currsize + window_tables._compaction_rows.cache_info().currsize == built
     for table in (split.raw, split.memory, split.order, rows, shift):  # the decode's own tables, not new ones
         assert not table.is_inference()  # an inference tensor could not be saved for a backward pass
     model.train()

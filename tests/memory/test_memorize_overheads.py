@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 import torch
 
-from memorag.memory.masks import compaction_rows, piece_mask, row_split
-from memorag.memory.schedule import Piece
+from memorag.memory.masks import compaction_rows, piece_mask, raw_memory_rows
+from memorag.memory.schedule import WindowPiece
 from tests.host_reads import count_reads, project_reads
 
 from .conftest import CountOps, random_ids, tiny_memory_model
@@ -106,13 +106,13 @@ def test_the_fused_attention_path_is_one_call_and_one_mask_per_layer_window():
 
 def test_the_schedule_tables_are_built_once_and_shared():
     device = torch.device("cpu")
-    whole, again = Piece(0, 16, 4, 0, 0, True), Piece(16, 32, 4, 0, 20, True)  # two windows, other entries
-    assert row_split(whole, device) is row_split(again, device)
+    whole, again = WindowPiece(0, 16, 4, 0, 0, True), WindowPiece(16, 32, 4, 0, 20, True)  # two windows, other entries
+    assert raw_memory_rows(whole, device) is raw_memory_rows(again, device)
     assert piece_mask("segmentation", whole, device) is piece_mask("segmentation", again, device)
     assert piece_mask("full-coverage", whole, device) is None
     rows, shift = compaction_rows(16, 4, device)
     assert rows.tolist() == [4, 9, 14, 19] and shift.tolist() == [-4, -8, -12, -16]
     assert compaction_rows(16, 4, device)[0] is rows
     with torch.inference_mode():
-        made_in_inference = row_split(Piece(0, 8, 4, 0, 0, False), device)
+        made_in_inference = raw_memory_rows(WindowPiece(0, 8, 4, 0, 0, False), device)
     assert not made_in_inference.raw.is_inference()  # usable later by a step autograd records

@@ -1,6 +1,6 @@
 from memorag.memory.schedule import (
-    Piece,
     ScheduleState,
+    WindowPiece,
     entries_after,
     memory_rows_of_window,
     plan,
@@ -47,17 +47,17 @@ def test_entries_and_positions_arithmetic():
 
 
 def test_piece_rows_interleave_memory_tokens_after_every_ratio_raw_tokens():
-    whole = Piece(0, 16, 4, window_offset=0, num_entries=8, completes_window=True)
+    whole = WindowPiece(0, 16, 4, window_offset=0, num_entries=8, completes_window=True)
     raw, memory = whole.row_kinds()
     assert memory == [4, 9, 14, 19] and sorted(raw + memory) == list(range(20))
     assert (whole.num_memory, whole.first_position) == (4, 8)
     # a piece starting after 6 raw tokens (7 rows cached: 0-3 raw, 4 memory, 5-6 raw) takes 5 more:
     # raw 6 and 7 at window rows 7, 8, memory token 1 at row 9, raw 8-10 at rows 10-12
-    later = Piece(0, 5, 4, window_offset=6, num_entries=8, completes_window=False)
+    later = WindowPiece(0, 5, 4, window_offset=6, num_entries=8, completes_window=False)
     assert later.rows_before == 7 and later.first_position == 15
     assert later.row_kinds() == ([0, 1, 3, 4, 5], [2])
     # one token that completes a group of four brings its memory token with it
-    assert Piece(0, 1, 4, window_offset=3, num_entries=0, completes_window=False).row_kinds() == ([0], [1])
+    assert WindowPiece(0, 1, 4, window_offset=3, num_entries=0, completes_window=False).row_kinds() == ([0], [1])
 
 
 def test_pieces_fed_one_token_at_a_time_put_memory_tokens_at_the_rows_of_one_piece():
@@ -95,12 +95,12 @@ def test_step_random_ratio_is_seeded_and_varies():
 def test_row_split_by_reshape_equals_row_split_by_gather():
     import torch
 
-    from memorag.memory.masks import RowSplit
+    from memorag.memory.masks import RawMemoryRows
 
-    for piece in (Piece(0, 16, 4, 0, 0, True), Piece(0, 8, 4, 4, 0, False), Piece(0, 5, 4, 6, 0, False)):
+    for piece in (WindowPiece(0, 16, 4, 0, 0, True), WindowPiece(0, 8, 4, 4, 0, False), WindowPiece(0, 5, 4, 6, 0, False)):
         raw_rows, memory_rows = piece.row_kinds()
-        fast = RowSplit.of(raw_rows, memory_rows, torch.device("cpu"))
-        slow = RowSplit(fast.raw, fast.memory, fast.order, group=None)
+        fast = RawMemoryRows.of(raw_rows, memory_rows, torch.device("cpu"))
+        slow = RawMemoryRows(fast.raw, fast.memory, fast.order, group=None)
         assert (fast.group is not None) == (piece.window_offset % 4 == 0 and piece.num_raw % 4 == 0)
         rows = torch.randn(2, piece.num_rows, 3)
         for a, b in zip(fast.split(rows), slow.split(rows), strict=True):

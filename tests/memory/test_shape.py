@@ -123,7 +123,7 @@ def test_grouped_query_attention_is_decided_in_one_file():
 
 def test_one_kernel_registry():
     """Every attention kernel is an entry of `KERNELS` with one signature, and both kinds of step call it."""
-    from memorag.memory.attention import KERNELS, BufferStep, WindowStep
+    from memorag.memory.attention import KERNELS, ValidRowsStep, WholeBufferStep
 
     sources = _sources()
     calls = {name for name, text in sources.items() if "scaled_dot_product_attention(" in text or "flash_attn" in text}
@@ -135,7 +135,7 @@ def test_one_kernel_registry():
                and any(isinstance(call, ast.Call) and "scaled_dot_product_attention" in ast.unparse(call.func)
                        for call in ast.walk(node))}
     assert kernels <= {kernel.__name__ for kernel in KERNELS.values()}, kernels
-    for step in (WindowStep, BufferStep):
+    for step in (ValidRowsStep, WholeBufferStep):
         assert "KERNELS[self.implementation]" in ast.unparse(ast.parse(_method_source(step.attend)))
     signatures = {tuple(kernel.__code__.co_varnames[: kernel.__code__.co_argcount]) for kernel in KERNELS.values()}
     assert signatures == {("query", "key", "value", "seen", "scale", "groups")}

@@ -16,11 +16,13 @@ class ReRotatingCache(MemoryCache):
         super().__init__(num_layers, lambda keys, offsets: keys)  # compaction moves keys as they are
         self.rotate_from_origin = rotate
 
-    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               cache_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         start = self.length
-        offsets = torch.arange(start, start + keys.shape[2], device=keys.device)
-        stored_keys, stored_values = super().write(layer, self.rotate_from_origin(keys, -offsets), values)
-        positions = torch.arange(stored_keys.shape[2], device=keys.device)
+        offsets = torch.arange(start, start + key_states.shape[2], device=key_states.device)
+        stored_keys, stored_values = super().update(self.rotate_from_origin(key_states, -offsets), value_states,
+                                                    layer_idx)
+        positions = torch.arange(stored_keys.shape[2], device=key_states.device)
         return self.rotate_from_origin(stored_keys, positions), stored_values
 
 
