@@ -52,7 +52,7 @@ def package() -> griffe.Module:
 
 
 def canonical(package: griffe.Module, path: str) -> str:
-    """Where `path` (memorag.x.Name, possibly a re-export) is defined."""
+    """Where `path` (a dotted name under the package, possibly a re-export) is defined."""
     found = package[path.removeprefix("memorag.")]
     return (found.final_target if found.is_alias else found).canonical_path
 
