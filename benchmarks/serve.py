@@ -171,6 +171,9 @@ def main() -> int:
     parser.add_argument("--run", choices=("rounds", "mixed", "fault"), default="rounds")
     parser.add_argument("--clients", type=int, default=16, help="--run mixed: clients at once (default 16)")
     parser.add_argument("--seconds", type=float, default=60, help="--run mixed: seconds of load (default 60)")
+    parser.add_argument("--batch-size", type=int, nargs="+", default=[8], metavar="N",
+                        help="the server's --batch-size; several values: one mixed load each, in turn (default 8)")
+    parser.add_argument("--repeats", type=int, default=1, help="--run mixed: runs per batch size (default 1)")
     parser.add_argument("--trials", type=int, default=3, help="--run fault: kills (default 3)")
     args = parser.parse_args()
     if args.run != "rounds":

@@ -1,20 +1,26 @@
 """The mixed load and the fault run of `benchmarks/serve.py` (`--run mixed`, `--run fault`).
 
     python benchmarks/serve.py --run mixed --clients 16 --seconds 60
+    python benchmarks/serve.py --run mixed --batch-size 1 16 --repeats 2   # A/B: one job at a time vs batched
     python benchmarks/serve.py --run fault --trials 3
 
 Both start `memorag serve` with the embedded models on 127.0.0.1 (a free port, a
 temporary store), talk to it with httpx and bound every loop by a count and a time:
 the mixed load starts no request after `--seconds` and waits at most `--max-seconds`
 for those in flight; the fault run makes `--trials` kills, each followed by one restart.
+With several `--batch-size` values the mixed load runs once per value and repeat, in turn
+(1, 16, 1, 16, ...: a slow spell of a shared host falls on both), each on a fresh server
+and store; the record holds every run and, per value, the median of the repeats.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +38,8 @@ def start_server(store: str, port: int, args) -> subprocess.Popen:
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     command = [sys.executable, "-m", "memorag.commands.main", "serve", "--store", store, "--host", "127.0.0.1",
-               "--port", str(port), "--log-level", "warning", "--set", f"answer_max_new_tokens={args.max_new_tokens}",
+               "--port", str(port), "--log-level", "warning", "--batch-size", str(args.batch_size[0]),
+               "--set", f"answer_max_new_tokens={args.max_new_tokens}",
                "--set", "clue_max_new_tokens=16"]
     return subprocess.Popen(command, cwd=ROOT, env=env)
 
@@ -143,7 +150,8 @@ async def mixed_load(url: str, args, pid: int) -> dict:
             "p50_s": round(percentile(every, 0.5), 2) if every else None,
             "p95_s": round(percentile(every, 0.95), 2) if every else None, "by_kind": by_kind,
             "peak_rss_mb": rss_mb(pid, "VmHWM"), "peak_rss_sampled_mb": max(peak_sampled),
-            "pending_after": health["pending"]}
+            "pending_after": health["pending"], "batch_size": health.get("batch_size"),
+            "batching": health.get("batching")}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -226,28 +234,50 @@ def _post_quietly(url: str, path: str, body: dict) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+def one_mixed_run(args, batch_size: int, deadline: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="memorag-serve-bench-") as store:
+        port = free_port()
+        process = start_server(store, port, argparse.Namespace(**{**vars(args), "batch_size": [batch_size]}))
+        try:
+            wait_for_server(process, f"http://127.0.0.1:{port}", deadline)
+            return asyncio.run(mixed_load(f"http://127.0.0.1:{port}", args, process.pid))
+        finally:
+            stop_server(process)
+
+
+def mixed_runs(args, deadline: float) -> dict:
+    """The mixed load once per batch size and repeat, in turn; one run's record when there is one."""
+    runs = []
+    for repeat in range(args.repeats):
+        for batch_size in args.batch_size:
+            print(f"mixed load: batch size {batch_size}, repeat {repeat + 1} of {args.repeats}", flush=True)
+            runs.append(one_mixed_run(args, batch_size, deadline))
+    if len(runs) == 1:
+        return runs[0]
+    keys = ("served", "errors", "p50_s", "p95_s", "peak_rss_mb")
+    medians = {str(size): {key: statistics.median(run[key] for run in runs if run["batch_size"] == size)
+                           for key in keys} for size in args.batch_size}
+    return {"runs": runs, "median_by_batch_size": medians}
+
+
 def run(args) -> int:
     from memorag.benchmarking.machine import load_average, machine_record
 
     load_before = load_average()
     deadline = time.monotonic() + args.max_seconds
     out = Path(args.out or ROOT / "results" / "benchmarks" / f"serve_{'load' if args.run == 'mixed' else 'fault'}.json")
-    with tempfile.TemporaryDirectory(prefix="memorag-serve-bench-") as store:
-        port = free_port()
-        if args.run == "mixed":
-            process = start_server(store, port, args)
-            try:
-                wait_for_server(process, f"http://127.0.0.1:{port}", deadline)
-                result = asyncio.run(mixed_load(f"http://127.0.0.1:{port}", args, process.pid))
-            finally:
-                stop_server(process)
-        else:
-            result = fault_run(store, port, args, deadline)
+    if args.run == "mixed":
+        result = mixed_runs(args, deadline)
+    else:
+        with tempfile.TemporaryDirectory(prefix="memorag-serve-bench-") as store:
+            result = fault_run(store, free_port(), args, deadline)
     result["settings"] = {"run": args.run, "max_new_tokens": args.max_new_tokens, "clue_max_new_tokens": 16,
-                          "max_seconds": args.max_seconds, "threads": args.threads}
+                          "max_seconds": args.max_seconds, "threads": args.threads, "clients": args.clients,
+                          "seconds": args.seconds, "batch_sizes": args.batch_size, "repeats": args.repeats}
     result["machine"] = machine_record(load_before)
     print(json.dumps(result, indent=2))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
-    return 0 if result.get("errors", 0) == 0 and result.get("all_intact", True) else 1
+    errors = sum(run.get("errors", 0) for run in result.get("runs", [result]))
+    return 0 if errors == 0 and result.get("all_intact", True) else 1

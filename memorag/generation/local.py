@@ -73,6 +73,10 @@ class LocalGenerator(Generator):
         self.prefix_cache = PrefixCache(model)  # see `generate_with_prefix`
         self._prefix_key: tuple[str, str | None] | None = None
         self._prefix_token_ids: list[int] = []
+        # Set by a server that decodes many requests together (memorag.serve.batching.Batcher): greedy
+        # generations without a cached prefix go to its "generator" batch (with this repetition penalty)
+        # instead of `generate`.
+        self.batcher: Any = None
 
     @classmethod
     def from_memory_model(cls, memory_model, **kwargs) -> LocalGenerator:
@@ -215,6 +219,11 @@ class LocalGenerator(Generator):
                 f"the prompt has {input_ids.shape[1]} tokens; with {max_new_tokens} new tokens it exceeds the "
                 f"{self.context_window}-token window of {self.name}"
             )
+        if self.batcher is not None and cache is None and not self.do_sample:
+            stream = TextStream(self.tokenizer, on_text)
+            stream.ids = self.batcher.decode("generator", [input_ids[0].tolist()], max_new_tokens,
+                                             on_token=lambda token: stream.push([token]))[0]
+            return stream.finish().strip()
         device = next(self.model.parameters()).device
         input_ids = input_ids.to(device)
         stops = self._stop_ids()

@@ -33,6 +33,10 @@ __all__ = ["ContextTooLongError", "MemoryModel", "MemoryModelOutput"]
 class MemoryModel(MemoryCore):
     """A frozen causal LM plus memory parameters; see `from_pretrained`."""
 
+    # Set by a server that decodes many requests together (memorag.serve.batching.Batcher): greedy
+    # decodings go to its "memory" batch (`memorag.memory.batched.MemoryRows`) instead of `decode`.
+    batcher = None
+
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_pretrained(
@@ -165,6 +169,8 @@ class MemoryModel(MemoryCore):
         ids_per_prompt = [self.prompt_ids(prompt, memory) for prompt in prompts]
         if not all(ids_per_prompt):
             raise ValueError("the prompt is empty")
+        if self.batcher is not None and not (do_sample and temperature > 0) and not generate_kwargs:
+            return self.batcher.decode("memory", [(ids, memory) for ids in ids_per_prompt], max_new_tokens, on_token)
         ratios = [memory.ratio if memory is not None else self.choose_ratio(len(ids)) for ids in ids_per_prompt]
         return decode(self, ids_per_prompt, memory, ratios, max_new_tokens, do_sample, temperature, top_p, seed, on_token,
                       generate_kwargs, exact=exact)

@@ -21,8 +21,9 @@ the answer ({"text": ...}), and last `answer` (the whole `Answer`) or `error`; w
 `memorag.serve.responses`. An ask that fails before its first event answers with the
 error's status; one that fails later ends its stream with an `error` event.
 
-All model work runs as jobs on one worker thread (`ModelWorker`), so requests queue up
-and the models load once; uploaded files are read on a thread of their own
+All model work runs as jobs of `ModelWorker`, which hands the models to one job at a time
+(with a batch size above 1, several jobs run and their decodings are stepped together by
+`memorag.serve.batching.Batcher`), and the models load once; uploaded files are read on a thread of their own
 (`UploadReader`), so neither the event loop nor other clients' questions wait for them. While a request waits for its job the app listens for its
 client: a client that leaves has its job dropped before it starts, or stopped at the
 next safe point (the next token, window or batch) if it has started.
@@ -50,6 +51,7 @@ from starlette.routing import Route
 
 from memorag.pipeline import SaveFormatError, available_modes
 from memorag.prompting.answer_check import EchoGate
+from memorag.serve.batching import Batcher, decode_in_batches
 from memorag.serve.bodies import (
     Upload,
     documents_from,
@@ -96,6 +98,7 @@ class Served:
     limits: ServeLimits
     policy: AccessPolicy
     uploads: UploadReader
+    batcher: Batcher | None = None  # when the worker decodes its jobs' generations together
 
 
 def served(request: Request) -> Served:
@@ -122,7 +125,8 @@ async def read_body(request: Request) -> dict[str, Any]:
 
 
 async def run_job(request: Request, function: Callable, *args: Any, **kwargs: Any) -> Any:
-    """`function`'s result, run as a job that is cancelled if the client leaves before it ends."""
+    """`function`'s result, run as a job that is cancelled if the client leaves before it ends (`reads`
+    or `writes`: the corpus it reads or writes, see `ModelWorker.submit`)."""
     job = served(request).worker.submit(function, *args, **kwargs)
     watcher = asyncio.ensure_future(wait_for_disconnect(request))
     try:
@@ -139,7 +143,9 @@ async def run_job(request: Request, function: Callable, *args: Any, **kwargs: An
 async def health(request: Request) -> Response:
     state = served(request)
     reply = {"status": "ok", "models": state.store.describe_models(), "pending": state.worker.pending,
-             "limits": state.limits.describe(), "modes": available_modes()}
+             "limits": state.limits.describe(), "modes": available_modes(), "batch_size": state.worker.batch_size}
+    if state.batcher is not None:
+        reply["batching"] = state.batcher.describe()
     if state.policy.key_matches(request.headers.get("authorization")):  # corpus names need the key, when set
         reply["loaded"] = state.store.loaded
     return JSONResponse(reply)
@@ -172,7 +178,7 @@ async def memorize(request: Request) -> Response:
     originals = originals_from(body)
     if not field(body, "stream", bool, default=False):
         report = await run_job(request, store.memorize, name, documents, overwrite, limits.max_memorize_tokens,
-                               originals)
+                               originals, writes=name)
         return JSONResponse({**report.to_dict(), "corpus": store.describe(name)})
 
     def work(emit: Callable[..., None]) -> None:
@@ -180,7 +186,7 @@ async def memorize(request: Request) -> Response:
                                 on_progress=lambda done, total: emit("progress", {"done": done, "total": total}))
         emit("report", {**report.to_dict(), "corpus": store.describe(name)})
 
-    return await stream_events(request, name, work)
+    return await stream_events(request, name, work, writes=True)
 
 
 async def passage(request: Request) -> Response:
@@ -188,7 +194,7 @@ async def passage(request: Request) -> Response:
     params = request.query_params
     doc_id = params.get("doc") or ""
     start, end = query_int(params, "start", required=True), query_int(params, "end", required=True)
-    return JSONResponse(await run_job(request, served(request).store.passage, name, doc_id, start, end))
+    return JSONResponse(await run_job(request, served(request).store.passage, name, doc_id, start, end, reads=name))
 
 
 async def page(request: Request) -> Response:
@@ -197,7 +203,7 @@ async def page(request: Request) -> Response:
     start, end = query_int(params, "start"), query_int(params, "end")
     rendered = await run_job(request, served(request).store.page_image, name, params.get("doc") or "",
                              query_int(params, "page", required=True), start, end,
-                             query_int(params, "width", default=DEFAULT_WIDTH))
+                             query_int(params, "width", default=DEFAULT_WIDTH), reads=name)
     return Response(rendered.png, media_type="image/png",
                     headers={"X-Marked-Boxes": str(rendered.marked), "X-Pages": str(rendered.pages),
                              "Cache-Control": "no-store"})
@@ -208,13 +214,13 @@ async def clues(request: Request) -> Response:
     body = await read_body(request)
     query = query_from(body, served(request).limits)
     task = field(body, "task", str, default="memorag")
-    found, raw = await run_job(request, served(request).store.clues, name, query, task)
+    found, raw = await run_job(request, served(request).store.clues, name, query, task, reads=name)
     return JSONResponse({"query": query, "task": task, "clues": found, "raw": raw})
 
 
 async def delete(request: Request) -> Response:
     name = check_name(request.path_params["name"])
-    await run_job(request, served(request).store.delete, name)
+    await run_job(request, served(request).store.delete, name, writes=name)
     return JSONResponse({"deleted": name})
 
 
@@ -227,7 +233,7 @@ async def ask(request: Request) -> Response:
     mode = field(body, "mode", str)
     if not field(body, "stream", bool, default=True):
         answer = await run_job(request, state.store.ask, name, query, task, mode,
-                               on_text=lambda piece: state.worker.check())  # each token is a safe point
+                               on_text=lambda piece: state.worker.check(), reads=name)  # each token: a safe point
         return JSONResponse(answer.to_dict())
     return await stream_answer(request, name, query, task, mode)
 
@@ -258,9 +264,10 @@ async def stream_answer(request: Request, name: str, query: str, task: str | Non
 _DONE = object()  # the last item of a job's events
 
 
-def submit_events(worker: ModelWorker, name: str, work: Callable[[Callable[..., None]], None]) -> tuple[Job, asyncio.Queue]:
-    """`work(emit)` submitted as a job whose events (`emit(event, data)`) arrive on a queue, an
-    exception as an `error` event, `_DONE` last."""
+def submit_events(worker: ModelWorker, name: str, work: Callable[[Callable[..., None]], None], writes: bool = False
+                  ) -> tuple[Job, asyncio.Queue]:
+    """`work(emit)` submitted as a job that reads (or `writes`) the corpus `name`, whose events
+    (`emit(event, data)`) arrive on a queue, an exception as an `error` event, `_DONE` last."""
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
 
@@ -277,15 +284,16 @@ def submit_events(worker: ModelWorker, name: str, work: Callable[[Callable[..., 
         finally:
             emit(_DONE)
 
-    return worker.submit(run), events
+    return worker.submit(run, **{"writes" if writes else "reads": name}), events
 
 
-async def stream_events(request: Request, name: str, work: Callable[[Callable[..., None]], None]) -> Response:
+async def stream_events(request: Request, name: str, work: Callable[[Callable[..., None]], None],
+                        writes: bool = False) -> Response:
     """Server-sent events of `work(emit)`, run as a job: an error before its first event is the
     response's status (so limits refuse with theirs); a later one ends the stream with an `error`
     event that carries the status it would have had."""
     root = served(request).store.root
-    job, events = submit_events(served(request).worker, name, work)
+    job, events = submit_events(served(request).worker, name, work, writes)
     getter = asyncio.ensure_future(events.get())
     watcher = asyncio.ensure_future(wait_for_disconnect(request))
     try:
@@ -352,22 +360,29 @@ ROUTES = [
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
     yield
     await asyncio.to_thread(app.state.served.worker.shutdown)
+    if app.state.served.batcher is not None:
+        await asyncio.to_thread(app.state.served.batcher.stop)
     await asyncio.to_thread(app.state.served.uploads.shutdown)
 
 
 def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: ServeLimits | None = None,
-               policy: AccessPolicy | None = None) -> Starlette:
+               policy: AccessPolicy | None = None, batch_size: int = 1) -> Starlette:
     """The API over `store`, behind `policy` (default: loopback names only, no key); all model
-    work runs on `worker` (one is made with `limits.job_timeout` if not given)."""
+    work runs on `worker` (one is made with `limits.job_timeout` and `batch_size` if not given).
+    A worker with a batch size above 1 decodes its jobs' greedy generations together
+    (`memorag.serve.batching`)."""
     limits = limits or ServeLimits()
     policy = policy or AccessPolicy.for_address("127.0.0.1", limits.max_body_bytes)
-    worker = worker or ModelWorker(limits.job_timeout)
+    worker = worker or ModelWorker(limits.job_timeout, batch_size)
     uploads = UploadReader(limits.job_timeout, limits.read)
     for module in store.model_modules():
         worker.watch(module)
+    batcher = None
+    if worker.batch_size > 1:
+        batcher = decode_in_batches(worker, store.models.memory_model, store.models.generator)
     app = Starlette(routes=[*ROUTES, *inspector_routes()],
                     exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan,
                     middleware=[Middleware(Guard, policy=policy)])
-    app.state.served = Served(store, worker, limits, policy, uploads)
+    app.state.served = Served(store, worker, limits, policy, uploads, batcher)
     app.state.store, app.state.worker, app.state.limits, app.state.policy = store, worker, limits, policy
     return app

@@ -71,6 +71,9 @@ def add_serve_parser(commands, model_options: Callable[..., None]) -> None:
     work.add_argument("--job-timeout", type=float, default=limits.job_timeout, metavar="SECONDS",
                       help=f"stop a job that runs longer at its next safe point and tell its client (503); 0: no "
                            f"limit (default: {limits.job_timeout:g})")
+    serve.add_argument("--batch-size", type=int, default=8, metavar="N",
+                       help="jobs run at once, their greedy decodings stepped together as one batch (default: 8; "
+                            "1: one job at a time, first come first served)")
     work.add_argument("--max-connections", type=int, default=64, metavar="N",
                       help="open connections at once; more are answered 503 (default: 64)")
     add_read_limit_options(work)
@@ -160,5 +163,7 @@ def run_server(args: argparse.Namespace, settings: dict, info: Callable[[str], N
     info("models: " + ", ".join(f"{key} {value}" for key, value in models.items()))
     info(f"corpora in {args.store}: {', '.join(store.names()) or 'none yet'}")
     info(exposure(args.host, args.port, api_key, policy.hosts))
-    serve(create_app(store, limits=limits, policy=policy), args.host, args.port, args.log_level, args.max_connections)
+    if args.batch_size < 1:
+        raise CliInputError(f"--batch-size {args.batch_size}: give at least 1 (1 runs one job at a time)")
+    serve(create_app(store, limits=limits, policy=policy, batch_size=args.batch_size), args.host, args.port, args.log_level, args.max_connections)
     return 0

@@ -105,6 +105,11 @@ class CorpusStore:
         self.originals = Originals(self.root)
 
     # -- models -----------------------------------------------------------------------------------
+    @property
+    def models(self) -> MemoRAG:
+        """The pipeline that holds the models every corpus shares (it holds no corpus itself)."""
+        return self._models
+
     def load_models(self) -> dict[str, str]:
         """Load the shared models now (the first request would otherwise pay for it); their names."""
         models = self._models
