@@ -7,7 +7,7 @@ corpus of the demo text is memorized and one `memorag` ask and one `rag` ask are
 their stages timed (`Answer.timings`). The prompts the two models decoded for them are
 caught on the way (the memory model's clue prompts, the generator's answer prompt), then
 for each N the same prompts, N copies of each, go through `DecodeBatch` as the server's
-batcher runs them (memorag/generation/batched.py, memorag/memory/batched.py): every prompt
+batcher runs them (memorag/generation/batched.py, memorag/memory/batch_rows.py): every prompt
 prefilled alone as it joins, then steps of all rows together until each stops or reaches
 its budget (`--clue-tokens`, `--answer-tokens`; stop tokens are ignored here so each N
 decodes the same number of steps). Each row records prefill seconds, decoding seconds and
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -72,10 +71,9 @@ def timed_batch(rows, prompts: list, steps: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     from memorag.benchmarking.machine import load_average, machine_record
     from memorag.generation.batched import DecodeBatch, LanguageModelRows
-    from memorag.memory.batched import MemoryRows
+    from memorag.memory.batch_rows import MemoryRows
     from memorag.retrieval.chunking import Document
     from memorag.runtime.stop_tokens import stop_token_ids
     from memorag.serve.store import CorpusStore

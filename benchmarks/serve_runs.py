@@ -146,7 +146,9 @@ async def mixed_load(url: str, args, pid: int) -> dict:
     by_kind = {kind: {"served": len(values), "p50_s": round(percentile(values, 0.5), 2),
                       "p95_s": round(percentile(values, 0.95), 2)} for kind, values in results.items() if values}
     return {"setup_s": setup_s, "load_s": args.seconds, "wall_s_including_drain": round(wall, 1),
-            "clients": args.clients, "served": len(every), "errors": len(errors), "error_samples": errors[:10],
+            "clients": args.clients, "served": len(every),
+            "served_per_minute": round(len(every) / wall * 60, 1),  # the drain included
+            "errors": len(errors), "error_samples": errors[:10],
             "p50_s": round(percentile(every, 0.5), 2) if every else None,
             "p95_s": round(percentile(every, 0.95), 2) if every else None, "by_kind": by_kind,
             "peak_rss_mb": rss_mb(pid, "VmHWM"), "peak_rss_sampled_mb": max(peak_sampled),
@@ -254,7 +256,7 @@ def mixed_runs(args, deadline: float) -> dict:
             runs.append(one_mixed_run(args, batch_size, deadline))
     if len(runs) == 1:
         return runs[0]
-    keys = ("served", "errors", "p50_s", "p95_s", "peak_rss_mb")
+    keys = ("served", "served_per_minute", "errors", "p50_s", "p95_s", "peak_rss_mb")
     medians = {str(size): {key: statistics.median(run[key] for run in runs if run["batch_size"] == size)
                            for key in keys} for size in args.batch_size}
     return {"runs": runs, "median_by_batch_size": medians}

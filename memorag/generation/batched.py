@@ -10,7 +10,7 @@ tokens are those of the prompt decoded alone, up to the rounding of a matrix pro
 by the rows (the tests check equality on tiny models).
 
 The rows' model state is kept by an engine (`BatchRows`): `LanguageModelRows` here, for a
-transformers causal LM, and `memorag.memory.batched.MemoryRows` for the memory model.
+transformers causal LM, and `memorag.memory.batch_rows.MemoryRows` for the memory model.
 """
 
 from __future__ import annotations

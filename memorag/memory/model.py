@@ -34,7 +34,7 @@ class MemoryModel(MemoryCore):
     """A frozen causal LM plus memory parameters; see `from_pretrained`."""
 
     # Set by a server that decodes many requests together (memorag.serve.batching.Batcher): greedy
-    # decodings go to its "memory" batch (`memorag.memory.batched.MemoryRows`) instead of `decode`.
+    # decodings go to its "memory" batch (`memorag.memory.batch_rows.MemoryRows`) instead of `decode`.
     batcher = None
 
     # -- construction -------------------------------------------------------------------

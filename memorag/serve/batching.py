@@ -29,7 +29,7 @@ from typing import Any
 
 from memorag.generation.batched import DecodeBatch, LanguageModelRows
 from memorag.generation.local import LocalGenerator
-from memorag.memory.batched import MemoryRows
+from memorag.memory.batch_rows import MemoryRows
 from memorag.runtime.stop_tokens import stop_token_ids
 from memorag.serve.worker import Job, ModelWorker
 

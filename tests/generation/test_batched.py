@@ -7,7 +7,7 @@ import torch
 
 from memorag.generation.base import GeneratorError
 from memorag.generation.batched import DecodeBatch, LanguageModelRows
-from memorag.memory.batched import MemoryRows
+from memorag.memory.batch_rows import MemoryRows
 from tests.memory.conftest import random_ids, tiny_base, tiny_memory_model
 
 STOP = 1  # the tiny models' eos token
