@@ -38,6 +38,11 @@ logger = logging.getLogger("memorag.serve")
 # How often a waiting job wakes to check whether it was cancelled, when no token came (seconds).
 _CHECK_EVERY = 0.2
 
+# Steps a batch takes each time the batcher has the models. A `memorag` ask waits for its clues
+# before its answer joins the generator's batch, so the memory's (short, cheap) steps go four at a
+# time: the clues end sooner and the ask's path through both batches is shorter.
+STEPS_PER_TURN = {"memory": 4, "generator": 1}
+
 
 @dataclass
 class Waiting:
@@ -130,7 +135,8 @@ class Batcher:
                 self._joining = {name: [] for name in self.batches}
             with self.worker.models.turn():  # after every job waiting for the models: they may join the batch
                 for name, batch in self.batches.items():
-                    self._step(name, batch, joining.get(name, []))
+                    for turn in range(STEPS_PER_TURN.get(name, 1)):
+                        self._step(name, batch, joining.get(name, []) if turn == 0 else [])
 
     def _has_work(self) -> bool:
         return any(self._joining.values()) or any(self._running.values())
