@@ -264,7 +264,8 @@ def format_config_help(cls: type) -> str:
     """One line per settable key, `dotted.key: type = default`, and its description wrapped under it."""
     lines = [f"{cls.__name__} settings (override with key=value):"]
     for setting in config_settings(cls):
-        lines.append(f"  {setting.key}: {setting.type_name} = {setting.default}")
+        lines += textwrap.wrap(f"{setting.key}: {setting.type_name} = {setting.default}", 80, initial_indent="  ",
+                               subsequent_indent=" " * 8, break_long_words=False, break_on_hyphens=False)
         lines += textwrap.wrap(setting.description, 78, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
 

@@ -3,6 +3,7 @@ config resolves to exactly the config that spelled the fields out, so old runs s
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -74,5 +75,7 @@ def test_an_unknown_name_lists_the_known_ones():
 
 
 def test_help_lists_the_names():
-    line = next(line for line in format_config_help(TrainConfig).splitlines() if "model.architecture" in line)
-    assert all(name in line for name in ARCHITECTURES)
+    lines = format_config_help(TrainConfig).splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("  model.architecture:"))
+    heading = " ".join([lines[start], *itertools.takewhile(lambda line: line.startswith(" " * 8), lines[start + 1:])])
+    assert all(name in heading for name in ARCHITECTURES)  # the key's line, wrapped under it
