@@ -1,7 +1,7 @@
 """The HTTP API of `memorag serve` (a Starlette ASGI app behind `guard.Guard`).
 
     GET    /health                       {"status": "ok", "models": {...}, "pending": N, "limits": {...},
-                                         "modes": [...], "loaded": [...]}
+                                         "modes": [...], "batch_size": N, "batching"?: {...}, "loaded": [...]}
     GET    /corpora                      {"corpora": [{"name", "documents", "num_chunks", "memory_tokens", "loaded"}]}
     GET    /corpora/NAME                 one of those
     POST   /corpora/NAME/memorize        {"text": "..."} or {"documents": [{"id", "title"?, "text"}]} or
@@ -29,7 +29,7 @@ client: a client that leaves has its job dropped before it starts, or stopped at
 next safe point (the next token, window or batch) if it has started.
 
 The handlers are functions of this module; each reads what it serves with (`Served`: the
-store, the worker, the limits, the policy, the upload reader) from the app's state, and
+store, the worker, the limits, the policy, the upload reader, the batcher) from the app's state, and
 `create_app` only builds that and wires the routes.
 """
 
