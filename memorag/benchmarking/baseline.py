@@ -167,8 +167,23 @@ def _version(distribution: str) -> str | None:
 
 
 def kept_output(out: Path, label: str, round_index: int) -> Path:
-    """Where a run's raw output stays: beside the comparison's JSON `out`, named by tree and round."""
+    """Where a run's raw output is written while it runs: beside the comparison's JSON `out`, named by
+    tree and round (then gathered into `runs_file(out)`)."""
     return out.with_name(f"{out.stem}-{label}-round{round_index + 1}")
+
+
+def runs_file(out: Path) -> Path:
+    """The one file that keeps every run's raw output of the comparison `out`, run by run."""
+    return out.with_name(f"{out.stem}-runs.txt")
+
+
+def gather_run(keep: Path, runs: Path, title: str) -> None:
+    """Append the raw output one run kept (`keep` with .txt or .json) to `runs` under `title`, and remove it."""
+    for kept in (keep.with_suffix(".txt"), keep.with_suffix(".json")):
+        if kept.exists():
+            with runs.open("a", encoding="utf-8") as gathered:
+                gathered.write(f"## {title} ({kept.suffix[1:]})\n{kept.read_text(encoding='utf-8').rstrip()}\n\n")
+            kept.unlink()
 
 
 def compare_runs(trees: dict[str, Path], measure: Callable[[Path, Path], dict[str, float]], rounds: int, out: Path,
@@ -177,16 +192,22 @@ def compare_runs(trees: dict[str, Path], measure: Callable[[Path, Path], dict[st
     ({BEFORE: the baseline, AFTER: this checkout}), alternating, `rounds` rounds.
 
     Writes the comparison (`command`: what ran, every run's seconds, best, median and before /
-    after per cell, both revisions, the machine with its load before and after) to `out`, each
-    run's raw output beside it (`kept_output`), prints a table, and returns the comparison.
+    after per cell, both revisions, the machine with its load before and after) to `out`, every
+    run's raw output beside it in one file (`runs_file`), prints a table, and returns the comparison.
     """
     from memorag.benchmarking.machine import load_average, machine_record
 
     load_before = load_average()
     trees = {label: Path(tree).resolve() for label, tree in trees.items()}
 
+    runs_path = runs_file(out)
+    runs_path.parent.mkdir(parents=True, exist_ok=True)
+    runs_path.write_text("", encoding="utf-8")
+
     def one_run(label: str, round_index: int) -> dict[str, float]:
-        seconds = measure(trees[label], kept_output(out, label, round_index))
+        keep = kept_output(out, label, round_index)
+        seconds = measure(trees[label], keep)
+        gather_run(keep, runs_path, f"{label}, round {round_index + 1}")
         print(f"round {round_index + 1}: {label}: "
               + ", ".join(f"{cell} {value:.2f} s" for cell, value in seconds.items()), flush=True)
         return seconds

@@ -116,10 +116,16 @@ def test_a_comparison_runs_each_checkout_in_its_own_process(tmp_path, monkeypatc
     assert json.loads(out.read_text())["cells"] == comparison["cells"]
     assert comparison["order"] == [[BEFORE, AFTER], [AFTER, BEFORE], [BEFORE, AFTER]]
     assert comparison["machine"]["load_average_before"] is not None and comparison["transformers"]
-    kept = out.parent / "fake-vs-baseline-after-round2"
-    assert json.loads(kept.with_suffix(".json").read_text())["rows"][0]["seconds"] == 3.0
-    assert "fake benchmark done" in kept.with_suffix(".txt").read_text()
-    assert sys.executable in kept.with_suffix(".txt").read_text()
+    # every run's raw output in one file beside the comparison, run by run, and no file per run
+    assert sorted(path.name for path in out.parent.iterdir()) == ["fake-vs-baseline-runs.txt", "fake-vs-baseline.json"]
+    runs = (out.parent / "fake-vs-baseline-runs.txt").read_text().split("## ")[1:]
+    assert [run.split("\n", 1)[0] for run in runs] == [
+        f"{label}, round {number} ({kind})" for number, order in enumerate(comparison["order"], start=1)
+        for label in order for kind in ("txt", "json")]
+    after_round2 = {run.split("\n", 1)[0]: run.split("\n", 1)[1] for run in runs}
+    assert json.loads(after_round2[f"{AFTER}, round 2 (json)"])["rows"][0]["seconds"] == 3.0
+    assert "fake benchmark done" in after_round2[f"{AFTER}, round 2 (txt)"]
+    assert sys.executable in after_round2[f"{AFTER}, round 2 (txt)"]
 
 
 def test_a_failing_run_stops_the_comparison(tmp_path):
