@@ -15,6 +15,7 @@ transformers causal LM, and `memorag.memory.batch_rows.MemoryRows` for the memor
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -62,7 +63,7 @@ class DecodeBatch:
         self.stop_ids = frozenset(int(token) for token in stop_ids)
         self.repetition_penalty = repetition_penalty
         self.rows: list[DecodeRow] = []
-        self.sizes_seen: list[int] = []  # the batch size of every step, for the record
+        self.steps_by_size: Counter[int] = Counter()  # rows per step -> steps taken with that many
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -95,7 +96,7 @@ class DecodeBatch:
         for row in finished:
             self.leave(row.key)
         if self.rows:
-            self.sizes_seen.append(len(self.rows))
+            self.steps_by_size[len(self.rows)] += 1
             logits = self.engine.advance([row.next_token for row in self.rows])
             for row, row_logits in zip(self.rows, logits, strict=True):
                 row.next_token = self._choose(row, row_logits)

@@ -11,8 +11,8 @@ when it stops, reaches its budget, or its job is cancelled (the client left, the
 limit, the server stopping); the waiting job streams its tokens as they come and raises
 `JobCancelled` at once when cancelled.
 
-`batch_sizes` counts the rows of every step, and `seconds` the time spent prefilling and
-stepping each batch, for `/health` and the benchmarks.
+`describe` gives the steps taken by their number of rows (`DecodeBatch.steps_by_size`) and the
+time spent prefilling and stepping each batch (`seconds`), for `/health` and the benchmarks.
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ class Batcher:
     def __init__(self, worker: ModelWorker, batches: dict[str, DecodeBatch]):
         self.worker = worker
         self.batches = batches
-        self.batch_sizes: Counter[int] = Counter()
         self.seconds: Counter[str] = Counter()  # time spent prefilling and stepping, per batch
         self._changed = threading.Condition()
         self._joining: dict[str, list[Waiting]] = {name: [] for name in batches}
@@ -159,10 +158,9 @@ class Batcher:
                     finished.append(running.pop(key))
             if not running:
                 return
-            size, started = len(batch), time.perf_counter()
+            started = time.perf_counter()
             ended = batch.step()
             self.seconds[f"{name} steps"] += time.perf_counter() - started
-            self.batch_sizes[size] += 1
             for row in ended:
                 running[row.key].tokens = list(row.new_ids)
                 finished.append(running.pop(row.key))
@@ -191,14 +189,23 @@ class Batcher:
         for model in self._attached:
             model.batcher = None
 
+    def steps_by_size(self) -> Counter[int]:
+        """Rows per step -> steps taken with that many, over every batch (read from another thread: each
+        batch's counts are copied whole first, a C-level copy the batcher's thread cannot change midway)."""
+        total: Counter[int] = Counter()
+        for batch in self.batches.values():
+            total.update(dict(batch.steps_by_size))
+        return total
+
     def describe(self) -> dict[str, Any]:
         """The steps run and their sizes (rows per step), for `/health`."""
-        steps = sum(self.batch_sizes.values())
-        rows = sum(size * count for size, count in self.batch_sizes.items())
+        sizes = self.steps_by_size()
+        steps = sum(sizes.values())
+        rows = sum(size * count for size, count in sizes.items())
         return {"steps": steps, "mean_rows": round(rows / steps, 2) if steps else None,
-                "max_rows": max(self.batch_sizes, default=None),
-                "rows_per_step": {str(size): count for size, count in sorted(self.batch_sizes.items())},
-                "seconds": {key: round(value, 2) for key, value in sorted(self.seconds.items())}}
+                "max_rows": max(sizes, default=None),
+                "rows_per_step": {str(size): count for size, count in sorted(sizes.items())},
+                "seconds": {key: round(value, 2) for key, value in sorted(dict(self.seconds).items())}}
 
 
 def decode_in_batches(worker: ModelWorker, memory_model, generator) -> Batcher:

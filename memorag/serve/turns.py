@@ -82,6 +82,8 @@ class CorpusAccess:
         finally:
             with self._changed:
                 self._readers[name] -= 1
+                if not self._readers[name]:
+                    del self._readers[name]  # no count kept for a corpus nobody reads
                 self._changed.notify_all()
 
     @contextlib.contextmanager
@@ -93,6 +95,8 @@ class CorpusAccess:
                     self._changed.wait()
             finally:
                 self._waiting_writers[name] -= 1
+                if not self._waiting_writers[name]:
+                    del self._waiting_writers[name]
             self._writing.add(name)
         try:
             yield

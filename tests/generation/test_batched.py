@@ -44,7 +44,7 @@ def test_prompts_joining_at_different_steps_get_the_tokens_they_get_alone(family
             batch.join(index, batch_prompts[index], budgets[index])
         got.update({row.key: row.new_ids for row in batch.step()})
     assert got == dict(enumerate(expected))
-    assert max(batch.sizes_seen) >= 3 and len(batch) == 0
+    assert max(batch.steps_by_size) >= 3 and len(batch) == 0
 
 
 def test_a_prompt_that_leaves_leaves_the_others_exact():
@@ -92,4 +92,4 @@ def test_memory_prompts_over_different_memories_get_the_tokens_they_get_alone(fa
             batch.join(index, (model.prompt_ids(batch_prompts[index], over[index]), over[index]), budgets[index])
         got.update({row.key: row.new_ids for row in batch.step()})
     assert got == dict(enumerate(expected))
-    assert max(batch.sizes_seen) >= 4 and len(batch) == 0
+    assert max(batch.steps_by_size) >= 4 and len(batch) == 0

@@ -76,7 +76,8 @@ def test_a_cancelled_job_leaves_the_batch_and_the_others_get_all_their_tokens():
     assert results[0] == (list(range(100, 120)), list(range(100, 120)))
     assert isinstance(results[1], JobCancelled) and "client left" in str(results[1])
     assert results[2] == (list(range(900, 920)), list(range(900, 920)))
-    assert max(batcher.batch_sizes) == 3 and 2 in batcher.batch_sizes  # decoded together, then without the third
+    sizes = batcher.steps_by_size()
+    assert max(sizes) == 3 and 2 in sizes  # decoded together, then without the third
     assert worker.pending == 0
 
 
