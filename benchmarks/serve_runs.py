@@ -1,7 +1,7 @@
 """The mixed load and the fault run of `benchmarks/serve.py` (`--run mixed`, `--run fault`).
 
     python benchmarks/serve.py --run mixed --clients 16 --seconds 60
-    python benchmarks/serve.py --run mixed --batch-size 1 16 --repeats 2   # A/B: one job at a time vs batched
+    python benchmarks/serve.py --run mixed --batch-size 1 8 --repeats 2    # A/B: one job at a time vs batched
     python benchmarks/serve.py --run fault --trials 3
 
 Both start `memorag serve` with the embedded models on 127.0.0.1 (a free port, a
@@ -9,7 +9,7 @@ temporary store), talk to it with httpx and bound every loop by a count and a ti
 the mixed load starts no request after `--seconds` and waits at most `--max-seconds`
 for those in flight; the fault run makes `--trials` kills, each followed by one restart.
 With several `--batch-size` values the mixed load runs once per value and repeat, in turn
-(1, 16, 1, 16, ...: a slow spell of a shared host falls on both), each on a fresh server
+(1, 8, 1, 8, ...: a slow spell of a shared host falls on both), each on a fresh server
 and store; the record holds every run and, per value, the median of the repeats.
 """
 
