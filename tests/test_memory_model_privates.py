@@ -2,8 +2,8 @@
 
 `MemoryCore` (memorag/memory/core.py) and `MemoryModel` (memorag/memory/model.py, its subclass)
 keep their private members to themselves: everything else (decoding, memorizing, the training
-objectives, low-rank projections, scripts, tests) goes through the public step (`step`, `feed`,
-`feed_batch`), the scoring hook (`score_labelled`) and the other public methods
+objectives, low-rank projections, scripts, tests) goes through the public step (`step`, `read_tokens`,
+`read_tokens_batch`), the scoring hook (`score_labelled`) and the other public methods
 (docs/memory-model.md, "The step"). The private names are read from the classes themselves, so a
 new private method is covered as soon as it exists. A use is `anything._name` other than `self._name` or
 `cls._name`, or `getattr`/`setattr`/`hasattr`/`delattr` with the name as a string.

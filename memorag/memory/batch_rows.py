@@ -3,7 +3,7 @@
 Each row is a prompt continuing its own memory (or none) in a working cache of its own
 (`MemoryCore.new_cache`), so prompts over different corpora share a batch. A row joins by
 reading its prompt alone as a window step (as `MemoryModel.generate_ids` reads it, its first
-token from its own logits); every later step is one `feed_batch` of one token per row,
+token from its own logits); every later step is one `read_tokens_batch` of one token per row,
 with the rows' linear products shared (`exact=False`: a token can differ from the lone
 decoding only where two tokens tie within the rounding of that product).
 """
@@ -39,7 +39,7 @@ class MemoryRows:
         ratio = model.ratio_function(memory.ratio if memory is not None else model.choose_ratio(len(ids)))
         cache = model.new_cache(memory, reserve=len(ids) + max_new_tokens)
         tokens = torch.tensor([list(ids)], dtype=torch.long, device=model.device)
-        last = model.feed_batch([tokens], [cache], [ratio], "window")[0]
+        last = model.read_tokens_batch([tokens], [cache], [ratio], "window")[0]
         assert last is not None
         self.caches.append(cache)
         self.ratios.append(ratio)
@@ -53,7 +53,7 @@ class MemoryRows:
     def advance(self, tokens: list[int]) -> torch.Tensor:
         model = self.model
         ids = [torch.tensor([[token]], dtype=torch.long, device=model.device) for token in tokens]
-        last = model.feed_batch(ids, self.caches, self.ratios, "decode", exact=len(tokens) == 1)
+        last = model.read_tokens_batch(ids, self.caches, self.ratios, "decode", exact=len(tokens) == 1)
         hidden = torch.cat([states for states in last if states is not None], dim=0)  # [n, D]
         if len(tokens) == 1:
             return model.logits_alone([hidden])[0]

@@ -142,7 +142,7 @@ class MemoryCache:
         return grown
 
     # -- window bookkeeping -----------------------------------------------------------------
-    def advance(self, state: ScheduleState) -> None:
+    def mark_written(self, state: ScheduleState) -> None:
         """Commit a written piece."""
         self.state = state
 

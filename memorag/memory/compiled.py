@@ -59,7 +59,7 @@ class CompiledDecoding:
         if not self.uses_cuda_graphs:
             return self._compiled(hidden, positions, context)
         # a CUDA graph's output lives in memory its next replay overwrites: the caller may keep it
-        # (feed's keep_hidden), so it leaves as a copy ([B, T, D], a few KB)
+        # (read_tokens' keep_hidden), so it leaves as a copy ([B, T, D], a few KB)
         torch.compiler.cudagraph_mark_step_begin()
         return self._compiled(hidden, positions, context).clone()
 

@@ -4,7 +4,7 @@ The base model's decoder layers run unchanged; each attention module is wrapped 
 `MemoryAttention`. `step` reads one piece of a window per input: its raw tokens with a memory
 token inserted after every ratio-th of them (memory embedding, memory projections), all rows in
 one forward over [memory | current window], then compaction when the piece completes its
-window (docs/memory-model.md, "The step"). `feed` and `feed_batch` are loops over it; the
+window (docs/memory-model.md, "The step"). `read_tokens` and `read_tokens_batch` are loops over it; the
 drivers (memorizing, the training objectives, decoding) are loops over those.
 
 The caller says what kind of step it runs, and the kind picks the path:
@@ -233,7 +233,7 @@ class MemoryCore(nn.Module):
                                       compiled=kind == "window")
             outputs = packed.unpack(out) if keep_hidden else [None] * len(parts)
         for item in inputs:
-            self.commit(item)
+            self.finish_piece(item)
         return outputs
 
     def _embedded_rows(self, item: StepInput) -> tuple[torch.Tensor, torch.Tensor, RawMemoryRows | None]:
@@ -300,16 +300,16 @@ class MemoryCore(nn.Module):
             return self._compiled_decoding(hidden, positions, context)
         return self.run_layers(hidden, positions, context)
 
-    def commit(self, item: StepInput) -> None:
+    def finish_piece(self, item: StepInput) -> None:
         """Record a piece written to its cache; compact its window when the piece completes it."""
         piece, cache = item.piece, item.cache
         if piece.completes_window:
             rows, shift = compaction_rows(self.config.window, piece.ratio, cache.keys[0].device)
             cache.compact(piece.num_entries, rows, shift, item.after)
         else:
-            cache.advance(item.after)
+            cache.mark_written(item.after)
 
-    def feed(self, input_ids: torch.Tensor, cache: MemoryCache, ratio_of: RatioOf | None = None,
+    def read_tokens(self, input_ids: torch.Tensor, cache: MemoryCache, ratio_of: RatioOf | None = None,
              keep_hidden: bool = False) -> list[torch.Tensor]:
         """Stream raw tokens [B, N] into a working cache (see `new_cache`), in any chunking: one window step
         per window piece. Returns each piece's raw rows' last hidden states (before the final norm) when
@@ -324,7 +324,7 @@ class MemoryCore(nn.Module):
                 outputs.append(hidden)
         return outputs
 
-    def feed_batch(self, token_ids: Sequence[torch.Tensor], caches: Sequence[MemoryCache],
+    def read_tokens_batch(self, token_ids: Sequence[torch.Tensor], caches: Sequence[MemoryCache],
                    ratio_of: Sequence[RatioOf], kind: StepKind = "window", exact: bool = True
                    ) -> list[torch.Tensor | None]:
         """Feed `token_ids[i]` ([1, n_i] raw tokens, n_i may be 0) into `caches[i]` (new windows' ratios from

@@ -10,11 +10,13 @@ streamers, `max_new_tokens`, batches); the memory model computes each step:
 - `MemoryDecoder` is the model `generate` calls: its `forward` feeds the tokens that a
   sequence's cache has not read yet (left padding of a batch is skipped, never read) and
   returns the next-token logits of each sequence's last raw token. The prompts are read as
-  window steps; every later round reads one token per sequence as a decoding step. Several
-  sequences are fed in one step (`MemoryCore.feed_batch`), each exactly as alone.
-- With compiled decoding and `exact=False`, several prompts decode as one batch through the
-  compiled step: their caches are rows of one `CacheBlock`, and a round is one `WholeBufferStep`
-  over all of them (`shared_round`).
+  window steps; every later round reads one token per sequence as a decoding step.
+- `decode` is the one place that decides how several prompts decode: an exact batch packs their
+  rows into one step per round, each sequence attending and rounding as alone
+  (`MemoryCore.read_tokens_batch`, `PackedStepRows`); without `exact`, their caches are rows of one
+  `CacheBlock` and a round is one `WholeBufferStep` over all of them (`shared_round`), the matrix
+  products shared. Eager and compiled decoding take the same paths and differ only in whether a
+  decoding step over whole buffers (one prompt's, or a shared round's) runs compiled.
 
 Beam search and other strategies that reorder or crop the cache are refused.
 """
@@ -54,7 +56,7 @@ class MemoryKVCache(Cache):
     `consumed` counts the columns of `generate`'s `input_ids` already read (a batch's left
     padding included, which is skipped, not read); `finished[i]` is set once sequence i
     read a stop token, after which it reads nothing more. `block`: the `CacheBlock` whose rows
-    the caches are, when the rounds after the prompts go through the compiled step as one batch.
+    the caches are, when several prompts decode as one batch with shared products (`shared_round`).
     """
 
     def __init__(self, caches: list[MemoryCache], ratio_of: list[Callable[[int], int]], stops: Sequence[int],
@@ -159,7 +161,7 @@ class MemoryDecoder(nn.Module, GenerationMixin):
         if cache.block is not None and not prompts:
             last = shared_round(model, cache.block, token_ids, cache.ratio_of)
         else:
-            last = model.feed_batch(token_ids, cache.caches, cache.ratio_of, "window" if prompts else "decode",
+            last = model.read_tokens_batch(token_ids, cache.caches, cache.ratio_of, "window" if prompts else "decode",
                                     exact=cache.exact)
         logits = torch.zeros(len(last), 1, model.lm_head.out_features, device=model.device, dtype=model.base_dtype)
         fed = [row for row, hidden in enumerate(last) if hidden is not None]
@@ -191,7 +193,7 @@ def allocate_block(model: MemoryCore, memory: Memory | None, num_prompts: int, n
 
 def shared_round(model: MemoryCore, block: CacheBlock, token_ids: Sequence[torch.Tensor],
                  ratio_of: Sequence[Callable[[int], int]]) -> list[torch.Tensor | None]:
-    """One decoding round of the prompts whose caches are `block`'s rows, one compiled step over all of them:
+    """One decoding round of the prompts whose caches are `block`'s rows, one step over all of them:
     each prompt reads its one token (`token_ids[i]` [1, 1], or [1, 0] once finished), with its own positions,
     buffer rows and bias. Returns each prompt's raw row's last hidden state [1, D], None where it read nothing.
 
@@ -200,12 +202,12 @@ def shared_round(model: MemoryCore, block: CacheBlock, token_ids: Sequence[torch
     written past its cache's length (never committed, overwritten by its next real row), each seeing what its
     raw row sees and itself (so every row's softmax has a key), its output ignored. Row 1, when T is 2, is
     always projected as a memory row. Every shape is the same round after round (P, T in {1, 2}, C), so the
-    step compiles into two graphs. Each linear layer sees the P prompts' rows together (shared products)."""
+    compiled step is two graphs. Each linear layer sees the P prompts' rows together (shared products)."""
     items: dict[int, StepInput] = {}
     for index, (ids, cache, ratio) in enumerate(zip(token_ids, block.caches, ratio_of, strict=True)):
         steps = plan_steps(ids, cache, model.config.window, ratio)
         if len(steps) > 1 or any(step.piece.num_raw != 1 for step in steps):
-            raise ValueError("a round of the compiled batch reads one token per prompt")
+            raise ValueError("a round of the shared batch reads one token per prompt")
         if steps:
             items[index] = steps[0]
     rows = 2 if any(item.piece.num_memory for item in items.values()) else 1
@@ -222,7 +224,7 @@ def shared_round(model: MemoryCore, block: CacheBlock, token_ids: Sequence[torch
                          model.base_dtype, model.config.attn_implementation)
     out = model.run_decoding(hidden, positions, context)  # [P, T, D]
     for item in items.values():
-        model.commit(item)
+        model.finish_piece(item)
     return [out[index : index + 1, 0] if index in items else None for index in range(len(block.caches))]
 
 
@@ -284,12 +286,6 @@ def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory |
     `ratios[i]` without a memory), by `generate`; each list ends before the first stop token
     (`memorag.runtime.stop_tokens`)."""
     _check_options(generate_kwargs, on_token, len(prompts))
-    if len(prompts) > 1 and model.decoding_compiled and exact:
-        # the compiled batch shares matrix products among the prompts; an exact batch's replies equal
-        # one-by-one decoding, so its prompts go through the compiled step one after another
-        logger.info("decoding %d prompts one after another through the compiled decoding step", len(prompts))
-        return [decode(model, [ids], memory, [ratio], max_new_tokens, do_sample, temperature, top_p, seed, None,
-                       dict(generate_kwargs))[0] for ids, ratio in zip(prompts, ratios, strict=True)]
     stops = stop_token_ids(model.tokenizer, model.base_model)
     cache = _decoding_cache(model, prompts, memory, ratios, max_new_tokens, stops, exact)
     width, pad = max(len(ids) for ids in prompts), stops[0] if stops else 0
@@ -322,22 +318,18 @@ def _check_options(generate_kwargs: dict[str, Any], on_token, num_prompts: int) 
 
 def _decoding_cache(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory | None,
                     ratios: Sequence[int | None], max_new_tokens: int, stops: list[int], exact: bool) -> MemoryKVCache:
-    """The working caches of a decoding: a block through the compiled step for a batch with shared products,
-    else each the cache it has alone."""
+    """The working caches of a decoding: each prompt's own (an exact batch is packed step by step), or
+    without `exact` several prompts' caches as rows of one block (their rounds shared, `shared_round`)."""
     ratio_of = [model.ratio_function(ratio) for ratio in ratios]
-    if len(prompts) > 1 and model.decoding_compiled:
+    if len(prompts) > 1 and not exact:
         block = allocate_block(model, memory, len(prompts), max(len(ids) for ids in prompts) + max_new_tokens)
-        logger.warning("decoding %d prompts as one batch through the compiled step with shared matrix products "
-                       "(exact=False): a reply can differ from one-by-one decoding where two tokens (nearly) tie",
-                       len(prompts))
-        return MemoryKVCache(block.caches, ratio_of, stops, exact=exact, block=block)
-    caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
-    if len(prompts) > 1 and exact:
-        logger.info("decoding %d prompts as one batch over the memory (packed rows, one working copy of the "
-                    "memory each, linear layers per prompt: the replies equal one-by-one decoding)", len(prompts))
-    elif len(prompts) > 1:
         logger.warning("decoding %d prompts as one batch with shared matrix products (exact=False): a reply can "
                        "differ from one-by-one decoding where two tokens (nearly) tie", len(prompts))
+        return MemoryKVCache(block.caches, ratio_of, stops, exact=False, block=block)
+    if len(prompts) > 1:
+        logger.info("decoding %d prompts as one batch over the memory (packed rows, one working copy of the "
+                    "memory each, linear layers per prompt: the replies equal one-by-one decoding)", len(prompts))
+    caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
     return MemoryKVCache(caches, ratio_of, stops, exact=exact)
 
 

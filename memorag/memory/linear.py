@@ -9,6 +9,15 @@ model's logits tie often enough that one rounding step changes a greedy reply. S
 rows, `splits[N]` the sequences' bounds, computes each sequence's rows as a product of their own,
 with the strides a lone sequence's rows have, and concatenates them; outside it, it is `F.linear`.
 
+Sequences with the same number of rows (in a decoding round: one raw row each, or two with a
+memory token) are multiplied in one batched product (`torch.bmm` against the weight, the weight
+read by all of them in one call and the sequences spread over torch's threads), which torch's CPU
+and CUDA backends compute as one product per sequence with that sequence's own shape: the same
+rounding as alone, at a fraction of the cost of one `F.linear` call per sequence. That it rounds
+so is checked, not assumed: the first time a shape (rows per sequence, sequences, features, dtype,
+device, threads) is met, both ways are computed on random rows and compared bit for bit
+(`rounds_as_alone`), and a shape where they differ keeps one product per sequence.
+
 `use_memory_linears(module)` turns every plain `nn.Linear` inside a module into a `MemoryLinear`
 by changing its class only: weights, state dicts, checkpoints and `isinstance(module, nn.Linear)`
 stay as they were. The memory model does so when it is built (base and memory projections, MLP,
@@ -42,8 +51,56 @@ class MemoryLinear(nn.Linear):
         # each sequence's rows with the strides a lone sequence's rows have: a view into the packed rows keeps
         # the packed strides, which send `F.linear` to another kernel (a batched product); a view of the
         # view with its own shape takes the plain strides without a copy, as the rows are contiguous
-        return torch.cat([F.linear(rows.contiguous().view(rows.shape), self.weight, self.bias)
-                          for rows in inputs.split(sizes, dim=-2) if rows.shape[-2]], dim=-2)
+        parts = [rows.contiguous().view(rows.shape) for rows in inputs.split(sizes, dim=-2)]
+        outputs: list[torch.Tensor | None] = [None] * len(parts)
+        for size, members in _by_size(sizes).items():
+            if len(members) > 1 and rounds_as_alone(self, size, len(members), inputs):
+                stacked = torch.stack([parts[index].reshape(size, -1) for index in members])  # [P, size, in]
+                together = _products_together(stacked, self.weight, self.bias)  # [P, size, out]
+                for row, index in enumerate(members):
+                    outputs[index] = together[row].view(*parts[index].shape[:-1], -1)
+            else:
+                for index in members:
+                    outputs[index] = F.linear(parts[index], self.weight, self.bias)
+        return torch.cat([out for out in outputs if out is not None], dim=-2)
+
+
+def _by_size(sizes: list[int]) -> dict[int, list[int]]:
+    """Sequence indices by their number of rows, in order; sequences without rows left out."""
+    groups: dict[int, list[int]] = {}
+    for index, size in enumerate(sizes):
+        if size:
+            groups.setdefault(size, []).append(index)
+    return groups
+
+
+def _products_together(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """`rows` [P, n, in] times the weight [out, in] as P products of one sequence each: [P, n, out]."""
+    shared = weight.T.expand(rows.shape[0], -1, -1)  # [P, in, out], no copy
+    if bias is None:
+        return torch.bmm(rows, shared)
+    return torch.baddbmm(bias.expand(rows.shape[0], rows.shape[1], -1), rows, shared)
+
+
+_ROUNDS_AS_ALONE: dict[tuple, bool] = {}  # the shapes checked so far, and the answer
+
+
+def rounds_as_alone(layer: nn.Linear, size: int, count: int, like: torch.Tensor) -> bool:
+    """Whether `count` sequences of `size` rows each, multiplied together by `_products_together`, get
+    the bits each gets from `F.linear` alone, for `layer` with rows of `like`'s dtype and device; the
+    first call for a shape computes both ways on random rows, later calls read the answer."""
+    key = (layer.in_features, layer.out_features, layer.bias is not None, size, count, like.dtype, like.device,
+           layer.weight.dtype, torch.get_num_threads())
+    known = _ROUNDS_AS_ALONE.get(key)
+    if known is None:
+        generator = torch.Generator(device=like.device).manual_seed(0)
+        rows = torch.randn(count, size, layer.in_features, generator=generator, device=like.device).to(like.dtype)
+        with torch.no_grad():
+            together = _products_together(rows, layer.weight, layer.bias)
+            alone = torch.stack([F.linear(rows[index : index + 1], layer.weight, layer.bias)[0]
+                                 for index in range(count)])
+        known = _ROUNDS_AS_ALONE[key] = bool(torch.equal(together, alone))
+    return known
 
 
 @contextmanager

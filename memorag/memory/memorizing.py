@@ -1,10 +1,10 @@
 """One context being memorized, from its text to its `Memory`: what `MemoryModel.memorize` and
 `MemoryModel.memorize_batch` share (docs/memory-model.md, "Memorizing").
 
-`Reading.start` lays the context out (memorag/prompting/chat_layout.py), chooses its ratio (or takes the
+`MemoryInProgress.start` lays the context out (memorag/prompting/chat_layout.py), chooses its ratio (or takes the
 memory's it continues), checks the reach and opens a working cache sized for it; the caller then
 feeds its ids window by window (alone, or packed with other contexts' pieces by
-`MemoryCore.feed_batch`); `Reading.memory` exports the cache as the `Memory`.
+`MemoryCore.read_tokens_batch`); `MemoryInProgress.memory` exports the cache as the `Memory`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .state import Memory
 
 
 @dataclass
-class Reading:
+class MemoryInProgress:
     """A context's ids, the working cache they go into, and what its `Memory` records."""
 
     ids: list[int]
@@ -36,7 +36,7 @@ class Reading:
     previous: Memory | None  # the memory this context continues (never changed)
 
     @classmethod
-    def start(cls, core: MemoryCore, text_or_token_ids, memory: Memory | None = None) -> Reading:
+    def start(cls, core: MemoryCore, text_or_token_ids, memory: Memory | None = None) -> MemoryInProgress:
         ids, chat = context_ids(core.tokenizer, core.layout, text_or_token_ids,
                                 memory.chat if memory is not None else None)
         if not ids:

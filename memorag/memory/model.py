@@ -22,7 +22,7 @@ from .config import MemoryConfig
 from .core import MemoryCore, plan_steps
 from .decoding import decode
 from .loading import load_memory_model
-from .memorizing import Reading
+from .memorizing import MemoryInProgress
 from .schedule import ContextTooLongError
 from .state import Memory
 from .windowed_scoring import SCORE_CHUNK_ROWS, MemoryModelOutput, language_model_loss, score_labelled
@@ -95,33 +95,34 @@ class MemoryModel(MemoryCore):
         reads no tensor value back (docs/memory-model.md, "Memorizing"). `on_progress(done, total)`
         is called after each window with the tokens read so far and in all.
         """
-        reading = Reading.start(self, text_or_token_ids, memory)
-        window, total = self.config.window, len(reading.ids)
+        pending = MemoryInProgress.start(self, text_or_token_ids, memory)
+        window, total = self.config.window, len(pending.ids)
         show = total > 4 * window if show_progress is None else show_progress
         done = 0
         with tqdm(total=total, desc="memorize", unit="tok", disable=not show) as bar:
-            for item in plan_steps(reading.input_ids, reading.cache, window, reading.ratio_of):  # one per window
+            for item in plan_steps(pending.input_ids, pending.cache, window, pending.ratio_of):  # one per window
                 self.step([item], keep_hidden=False)
                 bar.update(item.piece.num_raw)
                 done += item.piece.num_raw
                 if on_progress is not None:
                     on_progress(done, total)
-        return reading.memory(self)
+        return pending.memory(self)
 
     @torch.no_grad()
     def memorize_batch(self, texts_or_token_ids: Sequence, memory: Memory | None = None, exact: bool = True
                        ) -> list[Memory]:
         """`memorize` for several separate contexts at once (each from nothing, or each continuing
         `memory`): their window pieces are packed along one row axis, one pass over the layers per
-        round of pieces, each context attending over its own cache (`MemoryCore.feed_batch`). With `exact`
+        round of pieces, each context attending over its own cache (`MemoryCore.read_tokens_batch`). With `exact`
         (the default) each context's linear layers also round as alone, so every memory equals the one
         `memorize` makes of that context alone."""
         if isinstance(texts_or_token_ids, str) or not texts_or_token_ids:
             raise ValueError("give a list of contexts (texts or token ids), at least one")
-        readings = [Reading.start(self, context, memory) for context in texts_or_token_ids]
-        self.feed_batch([reading.input_ids for reading in readings], [reading.cache for reading in readings],
-                        [reading.ratio_of for reading in readings], exact=exact)
-        return [reading.memory(self) for reading in readings]
+        in_progress = [MemoryInProgress.start(self, context, memory) for context in texts_or_token_ids]
+        self.read_tokens_batch([pending.input_ids for pending in in_progress],
+                               [pending.cache for pending in in_progress],
+                               [pending.ratio_of for pending in in_progress], exact=exact)
+        return [pending.memory(self) for pending in in_progress]
 
     @torch.no_grad()
     def generate_ids(

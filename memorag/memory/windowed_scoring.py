@@ -1,7 +1,7 @@
 """Reading a sequence window by window and scoring each window: the loop of `MemoryModel.forward`
 (`language_model_loss`) and of the training objectives (memorag/training/objectives.py), written once.
 
-Each window goes through `MemoryCore.feed` (a loop over window steps) into a working cache that,
+Each window goes through `MemoryCore.read_tokens` (a loop over window steps) into a working cache that,
 while autograd records, is functional: gradients reach earlier windows through the memory. With
 the model's `gradient_checkpointing` on, a window keeps only the cache tensors and its scores, and
 is recomputed in the backward pass.
@@ -82,7 +82,7 @@ def read_windows(
         if checkpointed:
             scores = _checkpointed_window(model, ids, columns, cache, ratio_of, score)
         else:
-            scores = score(torch.cat(model.feed(ids, cache, ratio_of, keep_hidden=True), 1), columns)
+            scores = score(torch.cat(model.read_tokens(ids, cache, ratio_of, keep_hidden=True), 1), columns)
         sums = tuple(scores) if not sums else tuple(a + b for a, b in zip(sums, scores, strict=True))
     return sums
 
@@ -97,7 +97,7 @@ def _checkpointed_window(model: MemoryCore, ids: torch.Tensor, columns: slice, c
     def window_step(*tensors):
         inner = MemoryCache(num_layers, cache.rotate, state=state, keys=list(tensors[:num_layers]),
                             values=list(tensors[num_layers:]), functional=True)
-        hidden = torch.cat(model.feed(ids, inner, ratio_of, keep_hidden=True), 1)
+        hidden = torch.cat(model.read_tokens(ids, inner, ratio_of, keep_hidden=True), 1)
         return (*score(hidden, columns), *inner.keys, *inner.values, inner.state)
 
     *scores, new_state = checkpoint(window_step, *cache.keys, *cache.values, use_reentrant=False)

@@ -261,7 +261,7 @@ def _memory_nll(model: MemoryModel, ids: torch.Tensor, ratio: int, spans: list[t
     nll, count = 0.0, 0
     for start in range(0, length, window):
         end = min(start + window, length)
-        hidden = model.feed(ids[:, start:end], cache, ratio_of, keep_hidden=start in scored)
+        hidden = model.read_tokens(ids[:, start:end], cache, ratio_of, keep_hidden=start in scored)
         if start in scored:
             logits = model.lm_head(model.final_norm(torch.cat(hidden, 1)))[0, :-1]  # [n - 1, V]
             piece = _nll(logits, ids[0, start + 1 : end])
@@ -280,11 +280,11 @@ def _swapped_memory_nll(model: MemoryModel, ids: torch.Tensor, other: torch.Tens
     for start, end in spans:
         done = cache.state.num_tokens
         if start > done:
-            model.feed(other[:, done:start], cache, ratio_of)
+            model.read_tokens(other[:, done:start], cache, ratio_of)
         keys, values = cache.export()  # a copy: the other text's memory goes on unchanged
         borrowed = Memory(keys, values, cache.state, identity=model.identity(), ratio=ratio)
         scoring = model.new_cache(borrowed, reserve=window + window // ratio)
-        hidden = model.feed(ids[:, start:end], scoring, ratio_of, keep_hidden=True)
+        hidden = model.read_tokens(ids[:, start:end], scoring, ratio_of, keep_hidden=True)
         logits = model.lm_head(model.final_norm(torch.cat(hidden, 1)))[0, :-1]  # [n - 1, V]
         piece = _nll(logits, ids[0, start + 1 : end])
         nll, count = nll + piece[0], count + piece[1]

@@ -20,7 +20,7 @@ def test_update_appends_and_returns_the_rows_the_step_attends_over():
     cache = MemoryCache(2, _identity_rotate, allocation=Allocation(8))
     keys, values = cache.update(_states(3, 1.0), _states(3, -1.0), 0)
     assert keys.shape == values.shape == (1, 2, 3, 4)
-    cache.advance(ScheduleState(raw_in_window=3))
+    cache.mark_written(ScheduleState(raw_in_window=3))
     keys, values = cache.update(_states(2, 2.0), _states(2, -2.0), 0)
     assert keys.shape == (1, 2, 5, 4)
     assert keys[0, 0, :, 0].tolist() == [1.0, 1.0, 1.0, 2.0, 2.0]

@@ -25,7 +25,7 @@ def _decode_token_by_token(model, ids: torch.Tensor, start: int, reserve: int, a
     """Feed `ids[:, :start]` as window steps, then one token at a time as decoding steps; the raw rows'
     hidden states [1, N - start, D]."""
     cache = model.new_cache(reserve=reserve)
-    model.feed(ids[:, :start], cache)
+    model.read_tokens(ids[:, :start], cache)
     hidden = []
     for index in range(start, ids.shape[1]):
         if index == start + 8 and after_warmup is not None:

@@ -38,7 +38,7 @@ def test_token_by_token_decoding_steps_equal_one_forward(scheme):
     with torch.no_grad():
         expected = model(ids, return_logits=True).logits
         cache = model.new_cache()
-        hidden = model.feed(ids[:, :20], cache, keep_hidden=True)
+        hidden = model.read_tokens(ids[:, :20], cache, keep_hidden=True)
         hidden += decode_tokens(model, ids[:, 20:], cache)
         got = model.logits(torch.cat(hidden, 1)).float()
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
@@ -49,7 +49,7 @@ def test_decoding_never_reallocates_the_buffers_per_token():
     ids = random_ids(60)
     with torch.no_grad():
         cache = model.new_cache()
-        model.feed(ids[:, :10], cache)
+        model.read_tokens(ids[:, :10], cache)
         buffers = set()
         for index in range(10, ids.shape[1]):
             decode_tokens(model, ids[:, index : index + 1], cache)
@@ -122,12 +122,12 @@ def test_decoding_steps_read_no_tensor_value_on_the_host():
     ratio_of = model.ratio_function(4)
     with torch.no_grad():
         caches = [model.new_cache(), model.new_cache()]
-        model.feed_batch([random_ids(10), random_ids(13, seed=1)], caches, [ratio_of, ratio_of])
+        model.read_tokens_batch([random_ids(10), random_ids(13, seed=1)], caches, [ratio_of, ratio_of])
         for index in range(20):  # memory tokens inserted and windows compacted on the way
             tokens = [random_ids(1, seed=10 + index), random_ids(1, seed=40 + index)]
             with _NoHostReads():
-                model.feed_batch(tokens[:1], caches[:1], [ratio_of], kind="decode")
-                model.feed_batch(tokens, caches, [ratio_of, ratio_of], kind="decode")
+                model.read_tokens_batch(tokens[:1], caches[:1], [ratio_of], kind="decode")
+                model.read_tokens_batch(tokens, caches, [ratio_of, ratio_of], kind="decode")
 
 
 def test_the_sdpa_dispatch_traces_with_dynamic_shapes():

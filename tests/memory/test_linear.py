@@ -124,3 +124,53 @@ def test_low_rank_factors_are_memory_linears_too():
     merge_lowrank(model)
     assert all(type(projection) is MemoryLinear for attention in model.memory_attentions()
                for projection in attention.memory.values())
+
+
+def test_sequences_of_one_size_share_one_batched_product_that_rounds_as_alone():
+    from memorag.memory import linear
+
+    layer = nn.Linear(64, 48)
+    use_memory_linears(layer)
+    packed = torch.randn(1, 9, 64)
+    bounds = [0, 1, 3, 4, 6, 7, 9]  # sizes 1, 2, 1, 2, 1, 2: two groups of three
+    alone = torch.cat([F.linear(packed[:, start:end].clone(), layer.weight, layer.bias)
+                       for start, end in zip(bounds[:-1], bounds[1:])], 1)
+    calls = []
+    original = linear._products_together
+
+    def counted(rows, weight, bias):
+        calls.append(tuple(rows.shape))
+        return original(rows, weight, bias)
+
+    with torch.no_grad(), patch.object(linear, "_products_together", counted):
+        with sequences_alone({9: bounds}):
+            together = layer(packed)
+        assert torch.equal(together, alone)
+        verified = [key for key in linear._ROUNDS_AS_ALONE if key[:2] == (64, 48)]
+        assert {key[3:5] for key in verified} == {(1, 3), (2, 3)}
+        # the check ran once per shape (random rows, then the real ones); a second call only multiplies
+        assert sorted(calls) == [(3, 1, 64), (3, 1, 64), (3, 2, 64), (3, 2, 64)]
+        calls.clear()
+        with sequences_alone({9: bounds}):
+            assert torch.equal(layer(packed), alone)
+        assert sorted(calls) == [(3, 1, 64), (3, 2, 64)]
+
+
+def test_a_shape_whose_batched_product_rounds_otherwise_keeps_one_product_per_sequence():
+    from memorag.memory import linear
+
+    layer = nn.Linear(64, 40)
+    use_memory_linears(layer)
+    packed = torch.randn(1, 3, 64)
+    alone = torch.cat([F.linear(packed[:, row : row + 1].clone(), layer.weight, layer.bias) for row in range(3)], 1)
+
+    def off_by_rounding(rows, weight, bias):  # a fake backend whose batched product rounds differently
+        return torch.baddbmm(bias.expand(rows.shape[0], rows.shape[1], -1), rows, weight.T.expand(3, -1, -1)) + 1e-3
+
+    with torch.no_grad(), patch.object(linear, "_products_together", side_effect=off_by_rounding) as together:
+        with sequences_alone({3: [0, 1, 2, 3]}):
+            assert torch.equal(layer(packed), alone)
+        with sequences_alone({3: [0, 1, 2, 3]}):
+            assert torch.equal(layer(packed), alone)
+    assert together.call_count == 1  # the check, once; then per sequence
+    assert [value for key, value in linear._ROUNDS_AS_ALONE.items() if key[:2] == (64, 40)] == [False]

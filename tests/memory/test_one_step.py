@@ -62,7 +62,7 @@ def test_batched_decoding_packs_the_prompts_into_one_step(counted):
 def test_plan_steps_splits_a_stream_at_window_ends():
     model = tiny_memory_model("llama", window=16)
     cache = model.new_cache()
-    model.feed(random_ids(10), cache)  # 10 of the window's 16 raw tokens read
+    model.read_tokens(random_ids(10), cache)  # 10 of the window's 16 raw tokens read
     steps = plan_steps(random_ids(30), cache, 16, lambda _index: 4)
     assert [(step.piece.window_offset, step.input_ids.shape[1], step.piece.completes_window) for step in steps] == [
         (10, 6, True), (0, 16, True), (0, 8, False)]

@@ -10,6 +10,8 @@ model, where the shared matrix products round within 5e-5 of the lone ones and n
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pytest
 import torch
 import torch._dynamo
@@ -56,14 +58,14 @@ def test_prompts_that_read_nothing_in_a_round_leave_the_others_as_alone():
         expected, states_alone = [], []
         for ids, read in zip(prompts, reads, strict=True):
             cache = model.new_cache(memory, reserve=64)
-            model.feed(ids, cache)
+            model.read_tokens(ids, cache)
             states = [decode_tokens(model, tokens[:, r : r + 1], cache)[0] for r in range(30) if read[r]]
             expected.append(torch.cat(states, dim=1))
             states_alone.append(cache.state)
         model.compile_decoding(backend="eager")
         block = allocate_block(model, memory, 3, 14 + 30)
         caches = block.caches
-        model.feed_batch(prompts, caches, ratio, exact=False)
+        model.read_tokens_batch(prompts, caches, ratio, exact=False)
         got = [[], [], []]
         for r in range(30):
             fed = [tokens[:, r : r + 1] if read[r] else tokens[:, :0] for read in reads]
@@ -86,3 +88,32 @@ def test_a_cache_of_the_block_never_grows_out_of_it():
     with torch.no_grad(), pytest.raises(RuntimeError, match="allocate the block with more rows"):
         block.caches[1].ensure_capacity(block.capacity + 1)
     assert block.caches[1].keys[0].data_ptr() == block.keys[0][1].data_ptr()  # still a row of the block
+
+
+def test_eager_and_compiled_decoding_take_the_same_path_for_a_batch():
+    """A shared batch is a block of caches with decoding on or off; an exact batch packs its prompts' rows
+    through the eager layers either way (one step of all prompts per round), replies as alone."""
+    model = tiny_memory_model("llama", window=16, ratios=[4])
+    memory = model.memorize(random_ids(50)[0].tolist())
+    prompts = _prompts()
+    tokens = dict(max_new_tokens=12, min_new_tokens=12)
+    rounds: dict[str, list[int]] = {}
+    now = {"label": "alone"}
+    original = model.step
+
+    def step(inputs, *args, **kwargs):
+        rounds.setdefault(now["label"], []).append(len(inputs))
+        return original(inputs, *args, **kwargs)
+
+    model.step = step
+    with torch.no_grad():
+        alone = [model.generate_ids(prompt, memory, **tokens) for prompt in prompts]
+        for label in ("eager", "compiled"):
+            now["label"] = label
+            if label == "compiled":
+                model.compile_decoding(backend="eager")
+            assert model.generate_ids_batch(prompts, memory, **tokens) == alone
+            with patch("memorag.memory.decoding.shared_round", wraps=shared_round) as shared:
+                model.generate_ids_batch(prompts, memory, exact=False, **tokens)
+            assert shared.call_count == 11  # every round after the prompts' is one shared round
+    assert rounds["eager"] == rounds["compiled"] == [3] * 12 + [3]  # exact: 12 packed steps; shared: its prompts

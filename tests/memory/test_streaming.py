@@ -46,7 +46,7 @@ def test_feeding_in_odd_chunks_equals_one_forward():
         cache = model.new_cache()
         hidden = []
         for start, end in ((0, 3), (3, 19), (19, 20), (20, 75)):
-            hidden += model.feed(ids[:, start:end], cache, keep_hidden=True)
+            hidden += model.read_tokens(ids[:, start:end], cache, keep_hidden=True)
         got = model.lm_head(model.final_norm(torch.cat(hidden, 1))).float()
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
@@ -99,6 +99,6 @@ def test_rotated_key_cache_equals_rerotating_every_step():
             cache = model.new_cache() if rotated else ReRotatingCache(len(model.layers), model.rotate)
             hidden = []
             for start in range(0, 100, 7):  # many steps, many compactions
-                hidden += model.feed(ids[:, start : start + 7], cache, keep_hidden=True)
+                hidden += model.read_tokens(ids[:, start : start + 7], cache, keep_hidden=True)
             results.append(torch.cat(hidden, 1))
     torch.testing.assert_close(results[0], results[1], atol=2e-5, rtol=1e-5)

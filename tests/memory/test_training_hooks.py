@@ -34,10 +34,10 @@ def test_loss_of_window_three_reaches_window_one_memory():
     model = tiny_memory_model("llama", window=16)
     ids = random_ids(48)
     cache = model.new_cache(functional=True)
-    model.feed(ids[:, :16], cache)  # window 1, compacted into memory
+    model.read_tokens(ids[:, :16], cache)  # window 1, compacted into memory
     first_window_memory = [k for k in cache.keys]
-    model.feed(ids[:, 16:32], cache)
-    hidden = model.feed(ids[:, 32:48], cache, keep_hidden=True)[0]
+    model.read_tokens(ids[:, 16:32], cache)
+    hidden = model.read_tokens(ids[:, 32:48], cache, keep_hidden=True)[0]
     logits = model.lm_head(model.final_norm(hidden)).float()
     loss = torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 33:])
     grads = torch.autograd.grad(loss, [*first_window_memory, model.memory_parameters()["layers.0.q.weight"]])
@@ -54,11 +54,11 @@ def test_detaching_window_one_memory_changes_the_gradient():
     def gradient(detach: bool):
         model.zero_grad()
         cache = model.new_cache(functional=True)
-        model.feed(ids[:, :16], cache)
+        model.read_tokens(ids[:, :16], cache)
         if detach:
             cache.keys = [k.detach() for k in cache.keys]
             cache.values = [v.detach() for v in cache.values]
-        hidden = torch.cat(model.feed(ids[:, 16:48], cache, keep_hidden=True), 1)
+        hidden = torch.cat(model.read_tokens(ids[:, 16:48], cache, keep_hidden=True), 1)
         targets = torch.cat([labels[:, 17:], labels.new_full((1, 1), -100)], 1)
         loss, _ = model.score_labelled(hidden, targets)
         (loss / int((targets != -100).sum())).backward()
