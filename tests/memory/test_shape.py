@@ -121,6 +121,21 @@ def test_grouped_query_attention_is_decided_in_one_file():
     assert not [name for name, text in _sources().items() if re.search(r"shape\[1\]\s*!=\s*\w+\.shape\[1\]", text)]
 
 
+def test_eager_and_compiled_decoding_differ_only_in_the_decoding_step():
+    """Whether decoding is compiled is read in one place, where a decoding step over whole buffers runs
+    (`MemoryCore.run_decoding`): how several prompts decode (`exact`: packed rows; else one block) is
+    decided by `decode` alone, the same either way."""
+    readers = {name: re.findall(r"\b(?:decoding_compiled|_compiled_decoding)\b", text) for name, text in _sources().items()}
+    assert {name for name, found in readers.items() if found} == {"core.py"}
+    core = ast.parse(_sources()["core.py"])
+    methods = {node.name for node in ast.walk(core) if isinstance(node, ast.FunctionDef)
+               and "_compiled_decoding" in ast.unparse(node) and node.name not in ("__init__", "compile_decoding",
+                                                                                    "decoding_compiled")}
+    assert methods == {"run_decoding"}
+    decoding = _sources()["decoding.py"]
+    assert decoding.count("allocate_block(") == 2  # its definition and `_decoding_cache`, which `decode` calls
+
+
 def test_one_kernel_registry():
     """Every attention kernel is an entry of `KERNELS` with one signature, and both kinds of step call it."""
     from memorag.memory.attention import KERNELS, ValidRowsStep, WholeBufferStep
