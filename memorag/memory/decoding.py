@@ -13,10 +13,11 @@ streamers, `max_new_tokens`, batches); the memory model computes each step:
   window steps; every later round reads one token per sequence as a decoding step.
 - `decode` is the one place that decides how several prompts decode: an exact batch packs their
   rows into one step per round, each sequence attending and rounding as alone
-  (`MemoryCore.read_tokens_batch`, `PackedStepRows`); without `exact`, their caches are rows of one
-  `CacheBlock` and a round is one `WholeBufferStep` over all of them (`shared_round`), the matrix
-  products shared. Eager and compiled decoding take the same paths and differ only in whether a
-  decoding step over whole buffers (one prompt's, or a shared round's) runs compiled.
+  (`MemoryCore.read_tokens_batch`, `PackedStepRows`), or with compiled decoding goes through the
+  compiled step one prompt after another (packed rows change shape from round to round, which a
+  compiled step cannot follow); without `exact`, their caches are rows of one `CacheBlock` and a
+  round is one `WholeBufferStep` over all of them (`shared_round`), the matrix products shared,
+  compiled or eager alike.
 
 Beam search and other strategies that reorder or crop the cache are refused.
 """
@@ -286,6 +287,12 @@ def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory |
     `ratios[i]` without a memory), by `generate`; each list ends before the first stop token
     (`memorag.runtime.stop_tokens`)."""
     _check_options(generate_kwargs, on_token, len(prompts))
+    if len(prompts) > 1 and exact and model.decoding_compiled:
+        # the compiled step runs one prompt's shapes, or a shared block's; an exact batch keeps it by decoding
+        # its prompts through it one after another (each reply as alone)
+        logger.info("decoding %d prompts one after another through the compiled decoding step", len(prompts))
+        return [decode(model, [ids], memory, [ratio], max_new_tokens, do_sample, temperature, top_p, seed, None,
+                       dict(generate_kwargs))[0] for ids, ratio in zip(prompts, ratios, strict=True)]
     stops = stop_token_ids(model.tokenizer, model.base_model)
     cache = _decoding_cache(model, prompts, memory, ratios, max_new_tokens, stops, exact)
     width, pad = max(len(ids) for ids in prompts), stops[0] if stops else 0

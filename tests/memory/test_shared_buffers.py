@@ -90,9 +90,10 @@ def test_a_cache_of_the_block_never_grows_out_of_it():
     assert block.caches[1].keys[0].data_ptr() == block.keys[0][1].data_ptr()  # still a row of the block
 
 
-def test_eager_and_compiled_decoding_take_the_same_path_for_a_batch():
-    """A shared batch is a block of caches with decoding on or off; an exact batch packs its prompts' rows
-    through the eager layers either way (one step of all prompts per round), replies as alone."""
+def test_a_batch_decodes_as_decode_chooses_with_compiled_decoding_on_or_off():
+    """A shared batch is one block of caches whether decoding is compiled or not; an exact batch packs its
+    prompts' rows eagerly, or with compiled decoding goes through the compiled step one prompt after another;
+    the replies of an exact batch are those each prompt has alone."""
     model = tiny_memory_model("llama", window=16, ratios=[4])
     memory = model.memorize(random_ids(50)[0].tolist())
     prompts = _prompts()
@@ -116,4 +117,6 @@ def test_eager_and_compiled_decoding_take_the_same_path_for_a_batch():
             with patch("memorag.memory.decoding.shared_round", wraps=shared_round) as shared:
                 model.generate_ids_batch(prompts, memory, exact=False, **tokens)
             assert shared.call_count == 11  # every round after the prompts' is one shared round
-    assert rounds["eager"] == rounds["compiled"] == [3] * 12 + [3]  # exact: 12 packed steps; shared: its prompts
+    assert rounds["eager"] == [3] * 12 + [3]  # exact: 12 packed steps; shared: its prompts in one step
+    # compiled: each prompt alone, its prompt then 11 rounds through the compiled step; shared as eager
+    assert rounds["compiled"] == [1] * 36 + [3]
