@@ -1,76 +1,84 @@
-"""Same-process A/B of the batched per-sequence products (memorag/memory/linear.py) on the clue stage.
+"""The exact clue batch with and without batched per-sequence products (memorag/memory/linear.py), in one process.
 
-Side A: as is (sequences of one size in one `torch.bmm`, where it rounds as alone). Side B: switched
-off from outside (`rounds_as_alone` answering False: one `F.linear` per sequence, the code before).
-The quick demo text memorized once with the embedded model and shipped memory weights; then the
-clue stage in its default decoding (the exact batch of three clue kinds), A and B alternating
-round by round (AB, then BA), replies compared. One JSON line per round on stdout.
+    python benchmarks/batched_products.py --rounds 10 > raw.jsonl
+    python benchmarks/batched_products.py --products >> raw.jsonl
 
-    python benchmarks/batched_products.py --rounds 8
-    python benchmarks/batched_products.py --products
+The quick demo text (its first 16,000 characters) is memorized once with the embedded model and
+its shipped memory weights; then the clue stage in its default decoding (the three clue kinds as
+one exact batch) is timed `--rounds` times each way, alternating (`memorag.benchmarking.baseline`):
+"before" with the batched products switched off from outside (`rounds_as_alone` answering False:
+one `F.linear` per sequence, the code before them), "after" as is. One JSON line per timed stage,
+then a summary line: before / after of the best and median seconds, whether the replies are equal,
+and the machine.
 
-`--products` instead times the LM head's product alone (SmolLM2-135M's shape, 49,152 x 576, float32,
-random values) over 1 and 3 rows: `F.linear` over the rows, one `F.linear` per row, the batched
-product, and the weight as the left operand (`torch.mm(weight, rows.T)`), median of 30 calls each.
+`--products` instead times the LM head's product alone (SmolLM2-135M's shape, 49,152 x 576,
+float32, random values) over 1 and 3 rows, median of 30 calls each: `F.linear` over the rows, one
+`F.linear` per row, the batched product, and the weight as the left operand.
 """
+
+from __future__ import annotations
 
 import argparse
 import json
-import os
+import statistics
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from unittest.mock import patch
 
 import torch
+import torch.nn.functional as F
 
-from memorag.commands.main import _quiet_libraries
-from memorag.memory import linear
-from memorag.pipeline import MemoRAG
-from memorag.retrieval import Document
+from memorag.benchmarking.baseline import BEFORE, alternate, compare_seconds
+from memorag.benchmarking.machine import load_average, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
+TEXT = ROOT / "examples" / "kjv_ruth_esther_jonah.txt"
+QUESTION = "Which city was Jonah sent to?"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--products", action="store_true", help="time the LM head's product kinds instead")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    if args.products:
-        time_products()
-        return
+def clue_stage_rounds(rounds: int) -> None:
+    from memorag.commands.main import _quiet_libraries
+    from memorag.memory import linear
+    from memorag.pipeline import MemoRAG
+    from memorag.retrieval import Document
+
     _quiet_libraries()
-    text = (ROOT / "examples" / "kjv_ruth_esther_jonah.txt").read_text(encoding="utf-8")[:16000]
+    load_before = load_average()
     rag = MemoRAG()
-    rag.memorize(Document(id="quick", title="", text=text), show_progress=False)
+    rag.memorize(Document(id="quick", title="", text=TEXT.read_text(encoding="utf-8")[:16000]), show_progress=False)
     handler = rag.mode("memorag")
     context = rag.context(handler)
-    question = "Which city was Jonah sent to?"
-    language = context.language_of(question)
-    handler.write_clues(context, question, "memorag", language)  # warm: shapes checked once, caches built
+    language = context.language_of(QUESTION)
+    handler.write_clues(context, QUESTION, "memorag", language)  # warm: each shape checked once, caches built
     replies = {}
-    for round_index in range(args.rounds):
-        order = "AB" if round_index % 2 == 0 else "BA"
-        for side in order:
-            switch = patch.object(linear, "rounds_as_alone", return_value=False) if side == "B" else None
-            if switch:
-                switch.start()
+
+    def measure(label: str, round_index: int) -> float:
+        with patch.object(linear, "rounds_as_alone", return_value=False) if label == BEFORE else nullcontext():
             started = time.perf_counter()
-            _, raw = handler.write_clues(context, question, "memorag", language)
+            _, raw = handler.write_clues(context, QUESTION, "memorag", language)
             seconds = time.perf_counter() - started
-            if switch:
-                switch.stop()
-            replies.setdefault(side, raw)
-            print(json.dumps({"round": round_index + 1, "side": side, "seconds": round(seconds, 3),
-                              "load": [round(x, 2) for x in os.getloadavg()]}), flush=True)
-    print(json.dumps({"replies_equal": replies["A"] == replies["B"], "replies": replies["A"]}), flush=True)
+        replies.setdefault(label, raw)
+        print(json.dumps({"round": round_index + 1, "side": label, "seconds": round(seconds, 3),
+                          "load": load_average()}), flush=True)
+        return seconds
+
+    comparison = compare_seconds(alternate(rounds, measure))
+    print(json.dumps({"summary": {key: comparison[key] for key in ("best_s", "median_s", "before_over_after")},
+                      "replies_equal": len(set(map(json.dumps, replies.values()))) == 1,
+                      "replies": replies[BEFORE], "machine": machine_record(load_before)}), flush=True)
+
+
+def product_kinds(weight: torch.Tensor, rows: torch.Tensor) -> dict:
+    """The four ways `time_products` times, as calls over `rows` [n, in]."""
+    count = rows.shape[0]
+    return {"F.linear over the rows": lambda: F.linear(rows, weight),
+            "F.linear per row": lambda: [F.linear(rows[i : i + 1], weight) for i in range(count)],
+            "batched product (bmm)": lambda: torch.bmm(rows[:, None], weight.T.expand(count, -1, -1)),
+            "weight as left operand": lambda: torch.mm(weight, rows.T)}
 
 
 def time_products() -> None:
-    import statistics
-
     weight = torch.randn(49152, 576)
     for count in (1, 3):
         for name, call in product_kinds(weight, torch.randn(count, 576)).items():
@@ -82,19 +90,22 @@ def time_products() -> None:
                 call()
                 times.append(time.perf_counter() - started)
             print(json.dumps({"rows": count, "product": name, "median_ms": round(statistics.median(times) * 1e3, 2),
-                              "load": [round(x, 2) for x in os.getloadavg()]}), flush=True)
+                              "load": load_average()}), flush=True)
 
 
-def product_kinds(weight: torch.Tensor, rows: torch.Tensor) -> dict:
-    """The four ways `time_products` times, as calls over `rows` [n, in]."""
-    import torch.nn.functional as F
-
-    count = rows.shape[0]
-    return {"F.linear over the rows": lambda: F.linear(rows, weight),
-            "F.linear per row": lambda: [F.linear(rows[i : i + 1], weight) for i in range(count)],
-            "batched product (bmm)": lambda: torch.bmm(rows[:, None], weight.T.expand(count, -1, -1)),
-            "weight as left operand": lambda: torch.mm(weight, rows.T)}
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8, help="clue stages timed each way (default 8)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument("--products", action="store_true", help="time the LM head's product kinds instead")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.products:
+        time_products()
+    else:
+        clue_stage_rounds(args.rounds)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

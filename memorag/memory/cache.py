@@ -143,7 +143,8 @@ class MemoryCache:
 
     # -- window bookkeeping -----------------------------------------------------------------
     def mark_written(self, state: ScheduleState) -> None:
-        """Commit a written piece."""
+        """Stand at `state` after a piece written to the cache (one that completes no window; `compact`
+        ends a window)."""
         self.state = state
 
     def compact(self, entries: int, memory_rows: torch.Tensor, shift: torch.Tensor, new_state: ScheduleState) -> None:

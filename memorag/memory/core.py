@@ -4,8 +4,8 @@ The base model's decoder layers run unchanged; each attention module is wrapped 
 `MemoryAttention`. `step` reads one piece of a window per input: its raw tokens with a memory
 token inserted after every ratio-th of them (memory embedding, memory projections), all rows in
 one forward over [memory | current window], then compaction when the piece completes its
-window (docs/memory-model.md, "The step"). `read_tokens` and `read_tokens_batch` are loops over it; the
-drivers (memorizing, the training objectives, decoding) are loops over those.
+window (docs/memory-model.md, "The step"). `read_tokens` and `read_tokens_batch` are loops over
+it; the drivers (memorizing, the training objectives, decoding) are loops over those.
 
 The caller says what kind of step it runs, and the kind picks the path:
 - `"window"` (memorize, training, scoring, a prompt's prefill): the rows attend over the cache's
@@ -310,7 +310,7 @@ class MemoryCore(nn.Module):
             cache.mark_written(item.after)
 
     def read_tokens(self, input_ids: torch.Tensor, cache: MemoryCache, ratio_of: RatioOf | None = None,
-             keep_hidden: bool = False) -> list[torch.Tensor]:
+                    keep_hidden: bool = False) -> list[torch.Tensor]:
         """Stream raw tokens [B, N] into a working cache (see `new_cache`), in any chunking: one window step
         per window piece. Returns each piece's raw rows' last hidden states (before the final norm) when
         `keep_hidden`. `ratio_of(window_index)` gives each new window its ratio; by default the first
@@ -325,9 +325,9 @@ class MemoryCore(nn.Module):
         return outputs
 
     def read_tokens_batch(self, token_ids: Sequence[torch.Tensor], caches: Sequence[MemoryCache],
-                   ratio_of: Sequence[RatioOf], kind: StepKind = "window", exact: bool = True
-                   ) -> list[torch.Tensor | None]:
-        """Feed `token_ids[i]` ([1, n_i] raw tokens, n_i may be 0) into `caches[i]` (new windows' ratios from
+                          ratio_of: Sequence[RatioOf], kind: StepKind = "window", exact: bool = True
+                          ) -> list[torch.Tensor | None]:
+        """Read `token_ids[i]` ([1, n_i] raw tokens, n_i may be 0) into `caches[i]` (new windows' ratios from
         `ratio_of[i]`), all sequences in one `step` of `kind` per round of window pieces; returns each
         sequence's last raw row's hidden state [1, D] (before the final norm), None where nothing was fed.
         A sequence whose tokens span several windows brings one piece to each round, so a window completed

@@ -162,8 +162,8 @@ class MemoryDecoder(nn.Module, GenerationMixin):
         if cache.block is not None and not prompts:
             last = shared_round(model, cache.block, token_ids, cache.ratio_of)
         else:
-            last = model.read_tokens_batch(token_ids, cache.caches, cache.ratio_of, "window" if prompts else "decode",
-                                    exact=cache.exact)
+            kind = "window" if prompts else "decode"
+            last = model.read_tokens_batch(token_ids, cache.caches, cache.ratio_of, kind, exact=cache.exact)
         logits = torch.zeros(len(last), 1, model.lm_head.out_features, device=model.device, dtype=model.base_dtype)
         fed = [row for row, hidden in enumerate(last) if hidden is not None]
         if cache.exact or len(fed) == 1:  # one row at a time, as alone (see `PackedStepRows` on rounding)

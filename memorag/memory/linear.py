@@ -10,13 +10,13 @@ rows, `splits[N]` the sequences' bounds, computes each sequence's rows as a prod
 with the strides a lone sequence's rows have, and concatenates them; outside it, it is `F.linear`.
 
 Sequences with the same number of rows (in a decoding round: one raw row each, or two with a
-memory token) are multiplied in one batched product (`torch.bmm` against the weight, the weight
-read by all of them in one call and the sequences spread over torch's threads), which torch's CPU
-and CUDA backends compute as one product per sequence with that sequence's own shape: the same
-rounding as alone, at a fraction of the cost of one `F.linear` call per sequence. That it rounds
-so is checked, not assumed: the first time a shape (rows per sequence, sequences, features, dtype,
-device, threads) is met, both ways are computed on random rows and compared bit for bit
-(`rounds_as_alone`), and a shape where they differ keeps one product per sequence.
+memory token) are multiplied in one batched product (`torch.bmm` against the weight, the
+sequences spread over torch's threads), which torch on the CPU computes as one product per
+sequence with that sequence's own shape: the same rounding as alone, at a fraction of the cost of
+one `F.linear` call per sequence. That it rounds so on the device at hand is checked, not
+assumed: the first time a shape (rows per sequence, sequences, features, dtype, device, threads)
+is met, both ways are computed on random rows and compared bit for bit (`rounds_as_alone`), and a
+shape where they differ keeps one product per sequence.
 
 `use_memory_linears(module)` turns every plain `nn.Linear` inside a module into a `MemoryLinear`
 by changing its class only: weights, state dicts, checkpoints and `isinstance(module, nn.Linear)`

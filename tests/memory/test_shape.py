@@ -121,19 +121,23 @@ def test_grouped_query_attention_is_decided_in_one_file():
     assert not [name for name, text in _sources().items() if re.search(r"shape\[1\]\s*!=\s*\w+\.shape\[1\]", text)]
 
 
+COMPILED_DECODING = re.compile(r"\b(?:decoding_compiled|_compiled_decoding)\b")
+
+
+def _functions_reading(source: str, pattern: re.Pattern[str], skip: tuple[str, ...] = ()) -> set[str]:
+    return {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)
+            and node.name not in skip and pattern.search(ast.unparse(node))}
+
+
 def test_whether_decoding_is_compiled_is_read_where_a_step_runs_and_where_decode_chooses():
     """Whether decoding is compiled is read in two places: where a decoding step over whole buffers runs
     (`MemoryCore.run_decoding`), and in `decode`, which alone chooses how several prompts decode."""
-    readers = {name: re.findall(r"\b(?:decoding_compiled|_compiled_decoding)\b", text) for name, text in _sources().items()}
-    assert {name for name, found in readers.items() if found} == {"core.py", "decoding.py"}
-    def functions_reading(source: str, skip: tuple[str, ...] = ()) -> set[str]:
-        tree = ast.parse(source)
-        return {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name not in skip
-                and re.search(r"\b(?:decoding_compiled|_compiled_decoding)\b", ast.unparse(node))}
-    assert functions_reading(_sources()["core.py"], ("__init__", "compile_decoding", "decoding_compiled")) == {
-        "run_decoding"}
-    assert functions_reading(_sources()["decoding.py"]) == {"decode"}
-    assert _sources()["decoding.py"].count("allocate_block(") == 2  # its definition and `_decoding_cache`
+    sources = _sources()
+    assert {name for name, text in sources.items() if COMPILED_DECODING.search(text)} == {"core.py", "decoding.py"}
+    own = ("__init__", "compile_decoding", "decoding_compiled")
+    assert _functions_reading(sources["core.py"], COMPILED_DECODING, own) == {"run_decoding"}
+    assert _functions_reading(sources["decoding.py"], COMPILED_DECODING) == {"decode"}
+    assert sources["decoding.py"].count("allocate_block(") == 2  # its definition and `_decoding_cache`
 
 
 def test_one_kernel_registry():
