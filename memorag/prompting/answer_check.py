@@ -23,6 +23,10 @@ from memorag.prompting.clues import normalize
 
 EMPTY = "empty"
 REPEATS_QUESTION = "repeats the question"
+DECLINES = "says the evidence does not answer"
+# The one reply a reader trained by `train/reader.py` gives when its evidence lacks the answer; reported
+# as no answer (`DECLINES`), like any refusal.
+NO_ANSWER_REPLY = "Not in the evidence."
 MIN_ECHO_WORDS = 3
 ECHO_LABELS = frozenset({"question", "questions", "q", "answer", "answers", "a"})
 
