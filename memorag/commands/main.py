@@ -10,8 +10,8 @@
 With no model options every command runs offline on the embedded models, on a CUDA GPU when
 torch sees one, else on the CPU (--device, --dtype, --load-in-4bit/8bit and --threads choose). The answer
 is streamed to stdout as it is written; clues, evidence and timings go to stderr
-(`--quiet` drops them), and `--json` prints one JSON object instead. An empty answer, or one
-that only repeats the question (`memorag.prompting.answer_check`), is never printed as an answer: stdout
+(`--quiet` drops them), and `--json` prints one JSON object instead. An empty answer, one
+that only says the question again, or a refusal (`memorag.prompting.answer_check`) is never printed as an answer: stdout
 gets nothing and stderr says "no answer: ...", the evidence still shown (`--json`: `"answered":
 false` and `"no_answer"`, the reason). Exit status: 0 on
 success, 2 for bad input or usage, 1 for any other failure; nothing is left
@@ -37,7 +37,7 @@ from memorag.documents.command_options import (
     read_options,
 )
 from memorag.errors import CliInputError, is_usage_error
-from memorag.prompting.answer_check import EchoGate, describe_no_answer
+from memorag.prompting.answer_check import describe_no_answer
 from memorag.runtime.embedded import memory_weights_are_untrained
 from memorag.runtime.placement import add_placement_arguments, placement_settings
 
@@ -491,25 +491,19 @@ def cmd_ask(args, console: Console) -> int:
         for line in _describe_evidence(evidence):
             console.info(line)
 
-    gate = EchoGate(query)  # an echo of the question is held back, never shown as the answer
-
-    def on_text(piece):
+    def on_text(piece):  # the answer as it is written; `ask` never passes on a non-answer
         streamed.append(piece)
-        shown = gate.push(piece)
-        if shown and not console.json:
+        if not console.json:
             show_header()
-            console.answer_piece(shown)
+            console.answer_piece(piece)
 
     answer = rag.ask(query, task=task, on_text=on_text, on_clues=on_clues, on_evidence=on_evidence,
                      show_progress=not console.quiet)
     if console.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False))
     else:
-        rest = gate.finish(answer.answer) if streamed else (answer.answer if answer.answered else "")
         show_header()
-        if rest:
-            console.answer_piece(rest)
-        if rest or gate.open:
+        if streamed:
             console.answer_piece("\n")
         if not answer.answered:  # on stderr whatever --quiet says: stdout holds no answer
             print(describe_no_answer(answer.no_answer), file=sys.stderr, flush=True)

@@ -41,6 +41,7 @@ from memorag.pipeline.types import (
     UnsupportedTaskError,
     timed,
 )
+from memorag.prompting.answer_check import EchoGate
 from memorag.prompting.answer_forms import AnswerForm, as_answer_form
 from memorag.retrieval.base import Hit, Retriever
 from memorag.retrieval.chunking import Chunk, Document
@@ -52,6 +53,11 @@ if TYPE_CHECKING:
     from memorag.lite import GistMemory
     from memorag.memory import Memory, MemoryModel
     from memorag.retrieval.dense import Embedder
+
+
+def _pass_on(on_text: Callable[[str], None], piece: str) -> None:
+    if piece:
+        on_text(piece)
 
 
 class MemoRAG:
@@ -419,6 +425,9 @@ class MemoRAG:
     ) -> Answer:
         """Answer `query`; `task` defaults to the mode's own (`memorag` for the memorag mode).
 
+        `on_text` gets the answer as it is written, held back while it could still be no answer
+        (`memorag.prompting.answer_check.EchoGate`): an empty reply, the question said again or a
+        refusal never reaches it, and `Answer.answered` says so once the answer is whole.
         `show_progress`: a progress bar on stderr while the clues are written. `answer_form`
         is the generator's answer prompt for this question (`memorag.prompting.answer_forms`: a
         benchmark's own, e.g. ``"longbench:hotpotqa"``); default: the `answer_prompt` setting.
@@ -430,7 +439,11 @@ class MemoRAG:
         query = query.strip()
         if task not in handler.tasks_without_evidence:  # refuse a query that cannot fit before any work
             context.evidence.room_for_evidence(query, task, context.language_of(query))
-        answer = handler.answer(context, query, task, AskHooks(on_text, on_clues, on_evidence, show_progress))
+        gate = EchoGate(query)
+        shown = None if on_text is None else (lambda piece: _pass_on(on_text, gate.push(piece)))
+        answer = handler.answer(context, query, task, AskHooks(shown, on_clues, on_evidence, show_progress))
+        if on_text is not None:
+            _pass_on(on_text, gate.finish(answer.answer))
         answer.timings["total"] = round(time.perf_counter() - started, 4)
         return answer
 

@@ -50,7 +50,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memorag.pipeline import SaveFormatError, available_modes
-from memorag.prompting.answer_check import EchoGate
 from memorag.serve.batching import Batcher, decode_in_batches
 from memorag.serve.bodies import (
     Upload,
@@ -242,20 +241,13 @@ async def stream_answer(request: Request, name: str, query: str, task: str | Non
     state = served(request)
 
     def work(emit: Callable[..., None]) -> None:
-        gate = EchoGate(query)  # tokens that only echo the question are held back, never sent as the answer
-
-        def on_text(piece: str) -> None:
+        def on_text(piece: str) -> None:  # the answer as written; `ask` never passes on a non-answer
             state.worker.check()  # a safe point: the client left, the time limit, the server stopping
-            shown = gate.push(piece)
-            if shown:
-                emit("token", {"text": shown})
+            emit("token", {"text": piece})
 
         result = state.store.ask(name, query, task, mode, on_text=on_text,
                                  on_clues=lambda clues: emit("clues", clues),
                                  on_evidence=lambda evidence: emit("evidence", [item.to_dict() for item in evidence]))
-        rest = gate.finish(result.answer)
-        if rest:
-            emit("token", {"text": rest})
         emit("answer", result.to_dict())
 
     return await stream_events(request, name, work)
