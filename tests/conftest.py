@@ -5,7 +5,24 @@ inductor backend (a minute or more on 2 CPU cores): they run when `-m` names the
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+
+from memorag.storage.cache import CACHE_VARIABLE, DEPRECATED_CACHE_VARIABLE, cache_home
+
+_USER_MODELS = cache_home() / "models"  # the user's converted models, shared by every test's cache
+
+
+def isolated_cache(folder: Path) -> Path:
+    """`folder` made a cache root of its own (nothing asked or gisted yet) that shares the user's converted
+    models (its `models/` links to theirs), so that a test's cache converts no model again."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _USER_MODELS.mkdir(parents=True, exist_ok=True)
+    if not (folder / "models").exists():
+        os.symlink(_USER_MODELS, folder / "models", target_is_directory=True)
+    return folder
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -29,4 +46,5 @@ def pytest_collection_modifyitems(config, items) -> None:
 def _cache_in_tmp(tmp_path_factory, monkeypatch) -> None:
     """What the code caches under the user's cache folder by default (the asked documents' saves, the
     memorag-lite mode's gist checkpoints) goes to a temporary folder in tests; a test may set its own."""
-    monkeypatch.setenv("MEMORAG_CACHE_DIR", str(tmp_path_factory.mktemp("memorag-cache")))
+    monkeypatch.delenv(DEPRECATED_CACHE_VARIABLE, raising=False)
+    monkeypatch.setenv(CACHE_VARIABLE, str(isolated_cache(tmp_path_factory.mktemp("memorag-cache"))))

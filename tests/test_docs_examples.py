@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from mktestdocs import check_md_file, grab_code_blocks
 
+from tests.conftest import isolated_cache
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINKED = ("examples", "configs", "train", "eval", "benchmarks")
@@ -44,6 +46,6 @@ def test_a_runnable_example_runs_as_written(page, language, tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the scripts import this checkout's memorag
-    monkeypatch.setenv("MEMORAG_CACHE_DIR", str(tmp_path / "cache"))  # `memorag ask FILE` memorizes afresh
+    monkeypatch.setenv("MEMORAG_CACHE", str(isolated_cache(tmp_path / "cache")))  # `memorag ask FILE` memorizes afresh
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "2"))
     check_md_file(page, lang=language, memory=language == "python")

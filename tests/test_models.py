@@ -93,6 +93,19 @@ def test_cache_dir_precedence(monkeypatch, tmp_path):
     assert cache_dir() == tmp_path / "xdg" / "memorag"
 
 
+def test_one_cache_root_holds_models_asked_documents_and_gists_and_the_old_name_still_reads(monkeypatch, tmp_path):
+    from memorag.documents.command_options import cache_root
+    from memorag.lite.writer import default_checkpoint_dir
+
+    monkeypatch.setenv("MEMORAG_CACHE", str(tmp_path / "root"))
+    monkeypatch.setenv("MEMORAG_CACHE_DIR", str(tmp_path / "old"))  # ignored beside the new name
+    assert (cache_dir(), cache_root(), default_checkpoint_dir()) == (
+        tmp_path / "root", tmp_path / "root" / "asked", tmp_path / "root" / "gists")
+    monkeypatch.delenv("MEMORAG_CACHE")
+    with pytest.warns(FutureWarning, match=r"MEMORAG_CACHE_DIR is deprecated: set \$MEMORAG_CACHE"):
+        assert cache_root() == tmp_path / "old" / "asked"
+
+
 def test_publish_keeps_the_first_finished_copy(tmp_path):
     target = tmp_path / "model"
     first = tmp_path / "staging-1"

@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         usage="memorag ask (DIR | DOCUMENT | --context FILE...) QUERY [options]",
         description="Answer QUERY from DIR (written by `memorag memorize`), from a DOCUMENT (a PDF, Word, HTML, "
                     "Markdown or text file, or a folder of them: memorized once and cached under "
-                    "~/.cache/memorag/asked, or $MEMORAG_CACHE_DIR), or from files memorized on the fly (--context). "
+                    "~/.cache/memorag/asked, or asked/ under $MEMORAG_CACHE), or from files memorized on the fly (--context). "
                     "The answer is streamed to stdout; clues, evidence (with each one's file and page or section, "
                     "and the query or clues that found it) and timings go to stderr. An empty answer, or one that "
                     "only repeats the question, is reported on stderr as \"no answer\" and not printed.",
@@ -269,6 +269,7 @@ def _quiet_libraries() -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
+    warnings.filterwarnings("default", category=FutureWarning, module=r"memorag\.")  # our own deprecation notes
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
     try:
         from transformers.utils import logging as hf_logging

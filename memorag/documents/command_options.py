@@ -3,7 +3,7 @@ them (before any model work, each unreadable file reported on one line), and the
 lets `memorag ask FILE QUESTION` memorize a file once and answer from it after.
 
 The cache holds one pipeline save per (file contents, model settings): under
-`$MEMORAG_CACHE_DIR`, else `$XDG_CACHE_HOME/memorag/asked`, else `~/.cache/memorag/asked`.
+`asked/` under the cache root (`memorag.storage.cache`: `$MEMORAG_CACHE`, default `~/.cache/memorag`).
 A file that changes gets a new key; a save that no longer loads is memorized again over.
 """
 
@@ -27,6 +27,7 @@ from memorag.documents import (
 )
 from memorag.documents.files import openable, walk
 from memorag.errors import CliInputError
+from memorag.storage.cache import cache_home
 
 
 def add_document_options(parser: argparse.ArgumentParser) -> None:
@@ -80,10 +81,8 @@ def print_problem(line: str) -> None:
 
 
 def cache_root() -> Path:
-    if os.environ.get("MEMORAG_CACHE_DIR"):
-        return Path(os.environ["MEMORAG_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "memorag" / "asked"
+    """Where the saves of documents asked about by file live: `asked/` under the cache root."""
+    return cache_home() / "asked"
 
 
 def cache_key(paths: Sequence[str], options: ReadOptions, settings: dict, identity_keys: Sequence[str]) -> str:

@@ -16,7 +16,7 @@ class GistSettings:
     lowered so that all gists fit the generator's positions; `min_gist_tokens`: below this share a
     gist says too little, and the text is refused; `batch_size`: gists asked of an endpoint at once (it
     answers them concurrently; a local model writes one after another); `checkpoint_dir`: where written gists are
-    kept until the corpus holds them (None: `$MEMORAG_CACHE_DIR/gists`, else ~/.cache/memorag/gists).
+    kept until the corpus holds them (None: `gists/` under the cache root, `$MEMORAG_CACHE`, default ~/.cache/memorag/gists).
     """
 
     window_tokens: int = 4096

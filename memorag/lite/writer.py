@@ -16,17 +16,15 @@ from tqdm.auto import tqdm
 from memorag.lite.memory import Gist
 from memorag.lite.text_windows import GistWindow
 from memorag.prompting import prompts
+from memorag.storage.cache import cache_home
 
 if TYPE_CHECKING:
     from memorag.generation.base import Generator
 
 
 def default_checkpoint_dir() -> Path:
-    """`$MEMORAG_CACHE_DIR/gists`, else `$XDG_CACHE_HOME/memorag/gists` (default ~/.cache/memorag/gists)."""
-    if os.environ.get("MEMORAG_CACHE_DIR"):
-        return Path(os.environ["MEMORAG_CACHE_DIR"]) / "gists"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "memorag" / "gists"
+    """`gists/` under the cache root (`memorag.storage.cache.cache_home`; default ~/.cache/memorag/gists)."""
+    return cache_home() / "gists"
 
 
 class GistCheckpoint:

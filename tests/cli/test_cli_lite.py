@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.cli.test_cli import SHORT, run_cli
+from tests.conftest import isolated_cache
 
 # Small gists of small windows, so that the embedded model writes them in seconds.
 LITE = ["--set", "lite.window_tokens=256", "--set", "lite.max_new_tokens=24", "--set", "lite.min_gist_tokens=8"]
@@ -16,7 +17,7 @@ LITE = ["--set", "lite.window_tokens=256", "--set", "lite.max_new_tokens=24", "-
 @pytest.mark.slow
 def test_memorize_and_ask_in_the_lite_mode(short_text, tmp_path):
     save = tmp_path / "ruth.mrag"
-    env = {"MEMORAG_CACHE_DIR": str(tmp_path / "cache")}
+    env = {"MEMORAG_CACHE": str(isolated_cache(tmp_path / "cache"))}
     made = run_cli("memorize", str(short_text), "--out", str(save), "--set", "mode=memorag-lite", *LITE, "--json",
                    env=env, timeout=900)
     assert made.returncode == 0, made.stderr

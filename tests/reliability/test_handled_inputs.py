@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import isolated_cache
 from tests.reliability.conftest import SHORT, text_of
 
 BAD_FILES = {
@@ -89,7 +90,7 @@ def test_a_huge_query_is_refused_quickly_and_clearly(cli, tiny_args, small_save)
 
 def test_a_missing_target_or_a_foreign_manifest_is_refused_and_documents_are_memorized(cli, tiny_args, tmp_path,
                                                                                         monkeypatch):
-    monkeypatch.setenv("MEMORAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MEMORAG_CACHE", str(isolated_cache(tmp_path / "cache")))
     missing = cli("ask", tmp_path / "missing", "a question", *tiny_args)
     assert missing.returncode in (1, 2) and "missing" in missing.stderr and "Traceback" not in missing.stderr, missing
     # a folder of documents, or a document, in DIR's place: memorized once (cached), then answered
