@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -122,7 +123,9 @@ def chunk_documents(
     Chunk ids are consecutive from ``first_id`` (pass ``len(existing)`` to extend an
     index). A chunk's text runs from its first token's start to its last token's end,
     so the whitespace between chunks belongs to none of them. A final window is never
-    entirely contained in the previous one.
+    entirely contained in the previous one. A document with pages (a PDF) is cut page by
+    page: no chunk runs over a page break, so a passage's citation names the one page it
+    lies on (a page's last window may be shorter than ``chunk_tokens``).
     """
     _validate_documents(documents)
     if chunk_tokens < 1:
@@ -139,26 +142,49 @@ def chunk_documents(
         spans = token_spans(tokenizer, document.text)
         if not spans:
             raise ValueError(f"document {document.id!r} produced no tokens")
-        start_token = 0
-        while True:
-            end_token = min(start_token + chunk_tokens, len(spans))
-            start_char, end_char = spans[start_token][0], spans[end_token - 1][1]
-            chunks.append(
-                Chunk(
-                    id=first_id + len(chunks),
-                    doc_id=document.id,
-                    title=document.title,
-                    text=document.text[start_char:end_char],
-                    start_char=start_char,
-                    end_char=end_char,
-                    num_tokens=end_token - start_token,
-                    **document.locate(start_char, end_char)._asdict(),
+        for page_spans in _by_page(spans, document.page_starts):
+            for start_token, end_token in _windows(len(page_spans), chunk_tokens, stride):
+                start_char, end_char = page_spans[start_token][0], page_spans[end_token - 1][1]
+                chunks.append(
+                    Chunk(
+                        id=first_id + len(chunks),
+                        doc_id=document.id,
+                        title=document.title,
+                        text=document.text[start_char:end_char],
+                        start_char=start_char,
+                        end_char=end_char,
+                        num_tokens=end_token - start_token,
+                        **document.locate(start_char, end_char)._asdict(),
+                    )
                 )
-            )
-            if end_token == len(spans):
-                break
-            start_token += stride
     return chunks
+
+
+def _by_page(spans: list[tuple[int, int]], page_starts: Sequence[int]) -> list[list[tuple[int, int]]]:
+    """The token spans of each page in turn (all of them when the text has no pages); a token that
+    starts on a page belongs to it, and a page with no token gives nothing."""
+    if len(page_starts) < 2:
+        return [spans]
+    pages: list[list[tuple[int, int]]] = []
+    current = None
+    for span in spans:
+        page = bisect_right(page_starts, span[0])
+        if not pages or page != current:
+            pages.append([])
+            current = page
+        pages[-1].append(span)
+    return pages
+
+
+def _windows(num_tokens: int, chunk_tokens: int, stride: int) -> list[tuple[int, int]]:
+    """(start, end) token windows over `num_tokens` tokens, `stride` apart; the last ends at the end."""
+    windows, start = [], 0
+    while True:
+        end = min(start + chunk_tokens, num_tokens)
+        windows.append((start, end))
+        if end == num_tokens:
+            return windows
+        start += stride
 
 
 # A sentence ends at . ! ? or an ellipsis, optionally followed by closing quotes or

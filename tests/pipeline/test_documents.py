@@ -53,3 +53,15 @@ def test_paths_and_texts_mix_and_a_lone_bad_file_costs_no_model_work(tmp_path):
     with pytest.raises(DocumentReadError, match="scan.pdf: has no text layer"):
         fresh.memorize(write(tmp_path, "scan.pdf", scanned_pdf_bytes()))
     assert fresh._memory_model is None and not fresh.chunks
+
+
+def test_a_fact_on_page_2_of_a_3_page_pdf_is_cited_p_2(tmp_path):
+    """Chunks big enough to hold the whole file still stop at page breaks, so the passage that holds
+    page 2's words is cited "p. 2", not "pp. 1-3"."""
+    pdf = write(tmp_path, "survey.pdf", pdf_bytes([topic(0, 20), topic(1, 20), topic(2, 20)]))
+    rag = make_rag(chunk_tokens=400, overlap_tokens=8, mode="rag")
+    rag.memorize(pdf, with_memory=False)
+    assert [(chunk.page, chunk.last_page) for chunk in rag.chunks] == [(1, 1), (2, 2), (3, 3)]
+    answer = rag.ask(topic(1, 6))
+    holding = next(item for item in answer.evidence if topic(1, 6) in item.text)
+    assert holding.citation == "survey.pdf, p. 2" and "survey.pdf, p. 2" in answer.sources
