@@ -88,6 +88,7 @@ def test_an_uploaded_pdf_streams_progress_and_its_cited_page_is_rendered_marked(
                                                                                           - context["mark_start"]]
     image = httpx.get(f"{url}/corpora/docs/page", params={**where, "page": 2, "width": 600}, timeout=60)
     assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+    assert image.headers["x-content-type-options"] == "nosniff"
     assert int(image.headers["x-marked-boxes"]) >= 1 and image.headers["x-pages"] == "3"
     pixels = png_pixels(image.content)
     assert pixels.shape[1] == 600
