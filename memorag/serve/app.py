@@ -9,7 +9,7 @@
                                          "stream"?: server-sent events `progress` ({done, total} tokens), `report`
     POST   /corpora/NAME/ask             {"query", "task"?, "mode"?, "stream"?: true}: server-sent events
     POST   /corpora/NAME/clues           {"query", "task"?}
-    GET    /corpora/NAME/passage?doc=ID&start=S&end=E          the page, section or text around a passage
+    GET    /corpora/NAME/passage?doc=ID&start=S&end=E&page=N   the page (N, or its first), section or text around a passage
     GET    /corpora/NAME/page?doc=ID&page=N&start=S&end=E&width=W  page N of a kept PDF as a PNG, the passage marked
     DELETE /corpora/NAME
     GET    /                             the evidence inspector (a page over this API; `memorag.serve.inspector`)
@@ -194,7 +194,8 @@ async def passage(request: Request) -> Response:
     params = request.query_params
     doc_id = params.get("doc") or ""
     start, end = query_int(params, "start", required=True), query_int(params, "end", required=True)
-    return JSONResponse(await run_job(request, served(request).store.passage, name, doc_id, start, end, reads=name))
+    return JSONResponse(await run_job(request, served(request).store.passage, name, doc_id, start, end,
+                                      query_int(params, "page"), reads=name))
 
 
 async def page(request: Request) -> Response:

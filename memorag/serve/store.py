@@ -296,10 +296,11 @@ class CorpusStore:
                 return document
         raise CorpusNotFoundError(f"corpus {name!r} has no document {clip(doc_id)!r}; GET /corpora/{name} lists them")
 
-    def passage(self, name: str, doc_id: str, start_char: int, end_char: int) -> dict[str, Any]:
-        """The page, section or text around a passage of evidence (`memorag.serve.sources`), and whether
-        its pages can be shown as images (the PDF was kept)."""
-        context = passage_context(self.document(name, doc_id), start_char, end_char)
+    def passage(self, name: str, doc_id: str, start_char: int, end_char: int, page: int | None = None
+                ) -> dict[str, Any]:
+        """The page (`page`, or the passage's first), section or text around a passage of evidence
+        (`memorag.serve.sources`), and whether its pages can be shown as images (the PDF was kept)."""
+        context = passage_context(self.document(name, doc_id), start_char, end_char, page)
         context["page_images"] = bool(context["pages"]) and self.originals.path(name, doc_id).is_file()
         return context
 

@@ -165,6 +165,26 @@ def test_the_context_of_a_passage_is_its_page_section_or_surroundings_within_the
     assert len(whole["text"]) == MAX_CONTEXT_CHARS and whole["mark_start"] == 0
     with pytest.raises(Exception, match="not a span"):
         passage_context(middle, 10, 5)
+    with pytest.raises(Exception, match="has no pages"):
+        passage_context(middle, 10, 20, page=1)
+
+
+def test_a_passage_over_two_pages_is_shown_on_each_page_that_is_asked_for():
+    _, extracted = extract(pdf_bytes(PAGES), "book.pdf")
+    document = Document(id="book.pdf", text=extracted.text, page_starts=extracted.page_starts)
+    second = extracted.page_starts[1]
+    start, end = second - 25, second + 25
+    first_page = passage_context(document, start, end)
+    assert first_page["shown_page"] == 1 and first_page["page"] == 1 and first_page["last_page"] == 2
+    assert first_page["text"][first_page["mark_start"]:first_page["mark_end"]] == document.text[start:second]
+    page_two = passage_context(document, start, end, page=2)
+    assert page_two["shown_page"] == 2 and page_two["offset"] == second
+    assert page_two["text"] == document.text[second:extracted.page_starts[2]]
+    assert page_two["text"][page_two["mark_start"]:page_two["mark_end"]] == document.text[second:end]
+    page_three = passage_context(document, start, end, page=3)  # none of the passage is on it
+    assert page_three["shown_page"] == 3 and page_three["mark_start"] == page_three["mark_end"]
+    with pytest.raises(Exception, match="has 3 page"):
+        passage_context(document, start, end, page=4)
 
 
 def test_the_passage_is_found_on_its_page_by_its_letters_and_the_png_is_exact():

@@ -3,7 +3,8 @@
 // put into the page with textContent (through `el`), never as HTML: a document that holds markup shows it.
 "use strict";
 
-const state = { key: sessionStorage.getItem("memorag-key") || "", limits: null, corpus: "" };
+// `named`: the user has typed or chosen a corpus name; from then on the page never changes it
+const state = { key: sessionStorage.getItem("memorag-key") || "", limits: null, named: false, shownPage: 0 };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, props = {}, ...children) {
@@ -88,18 +89,25 @@ async function loadHealth() {
   }
 }
 
-async function loadCorpora() {
-  const { corpora } = await api("/corpora");
-  $("corpus-names").replaceChildren(...corpora.map((corpus) => el("option", { value: corpus.name })));
-  if (corpora.length && !corpora.some((corpus) => corpus.name === $("corpus-name").value)) {
-    $("corpus-name").value = corpora[0].name;
-  }
-  showCorpus(corpora.find((corpus) => corpus.name === $("corpus-name").value));
+function corpusName() {
+  return $("corpus-name").value.trim();
 }
 
-function showCorpus(corpus) {
-  state.corpus = corpus ? corpus.name : "";
-  $("corpus-shown").textContent = corpus ? corpus.name : $("corpus-name").value || "—";
+// The corpus list, for the name field's suggestions and the documents shown. A name the server does not
+// know is a corpus still to be memorized and is kept; only when the page opens, before the user has named
+// one, is the default name replaced by the first corpus there is.
+async function loadCorpora({ offerFirst = false } = {}) {
+  const { corpora } = await api("/corpora");
+  $("corpus-names").replaceChildren(...corpora.map((corpus) => el("option", { value: corpus.name })));
+  if (offerFirst && !state.named && corpora.length && !corpora.some((corpus) => corpus.name === corpusName())) {
+    $("corpus-name").value = corpora[0].name;
+  }
+  const name = corpusName();
+  showCorpus(name, corpora.find((corpus) => corpus.name === name));
+}
+
+function showCorpus(name, corpus) {
+  $("corpus-shown").textContent = name || "—";
   const items = corpus ? corpus.documents.map((doc) => el("li", {}, doc)) : [el("li", { class: "muted" }, "none yet")];
   if (corpus) items.push(el("li", { class: "muted" }, `${corpus.num_chunks} chunks · ${corpus.memory_tokens} memory tokens`));
   $("documents").replaceChildren(...items);
@@ -132,7 +140,7 @@ function showRefusals(files, message) {
 }
 
 async function memorize() {
-  const name = $("corpus-name").value.trim();
+  const name = corpusName();
   const files = [...$("files").files];
   $("refusals").replaceChildren();
   if (!name || !files.length) {
@@ -163,7 +171,7 @@ async function memorize() {
     const added = report.added.length ? `added ${report.added.join(", ")}` : "nothing new";
     const skipped = report.skipped.length ? `; already there: ${report.skipped.join(", ")}` : "";
     setProgress(`Memorized into ${name}: ${added}${skipped}.`, 1);
-    showCorpus(report.corpus);
+    if (corpusName() === name) showCorpus(name, report.corpus);
     await loadCorpora();
   } catch (error) {
     setProgress("Refused: nothing was memorized.", null);
@@ -252,7 +260,7 @@ async function askOne(corpus, query, mode, run) {
 
 async function ask(event) {
   event.preventDefault();
-  const corpus = $("corpus-name").value.trim();
+  const corpus = corpusName();
   const query = $("query").value.trim();
   if (!corpus || !query) return;
   const modes = [$("mode-a").value];
@@ -276,20 +284,46 @@ async function ask(event) {
 
 // ---- the source of a passage -------------------------------------------------------------------
 
-async function showPage(corpus, item, page) {
+function passageQuery(item, extra = {}) {
+  return new URLSearchParams({ doc: item.doc_id, start: item.start_char, end: item.end_char, ...extra });
+}
+
+function markOpenPage(page) {
+  for (const button of $("viewer-pages").querySelectorAll("button")) {
+    const open = Number(button.dataset.page) === page;
+    button.classList.toggle("current", open);
+    if (open) button.setAttribute("aria-current", "page");
+    else button.removeAttribute("aria-current");
+  }
+}
+
+// Page `page` of a cited PDF: its image with the passage marked, and its text beside it (`context`: that
+// page's text, when the caller has it). A page chosen while another is still loading wins.
+async function showPage(corpus, item, page, context = null) {
   const image = $("page-image");
   const status = $("viewer-page-status");
+  const asked = ++state.shownPage;
+  markOpenPage(page);
   status.textContent = `rendering page ${page}…`;
-  const query = new URLSearchParams({ doc: item.doc_id, page, start: item.start_char, end: item.end_char,
+  const query = passageQuery(item, { page,
     width: Math.min(1400, Math.max(400, Math.round($("viewer-page").clientWidth * devicePixelRatio))) });
-  const response = await fetch(`/corpora/${encodeURIComponent(corpus)}/page?${query}`, { headers: headers(false) });
+  const [response, text] = await Promise.all([
+    fetch(`/corpora/${encodeURIComponent(corpus)}/page?${query}`, { headers: headers(false) }),
+    context ? Promise.resolve(context)
+      : api(`/corpora/${encodeURIComponent(corpus)}/passage?${passageQuery(item, { page })}`).catch((error) => error),
+  ]);
+  if (asked !== state.shownPage) return;
+  if (text instanceof Error) $("viewer-text").replaceChildren("cannot show the page's text: " + text.message);
+  else showText(text);
   if (!response.ok) {
     status.textContent = (await failure(response)).message;
     return;
   }
   const marked = Number(response.headers.get("X-Marked-Boxes") || 0);
+  const blob = await response.blob();
+  if (asked !== state.shownPage) return;
   if (image.src) URL.revokeObjectURL(image.src);
-  image.src = URL.createObjectURL(await response.blob());
+  image.src = URL.createObjectURL(blob);
   image.alt = `page ${page} of ${item.doc_id}`;
   image.hidden = false;
   image.dataset.page = page;
@@ -302,11 +336,13 @@ function showText(context) {
   const before = text.slice(0, context.mark_start);
   const passage = text.slice(context.mark_start, context.mark_end);
   const after = text.slice(context.mark_end);
-  const heading = context.page ? `Text of page ${context.page}` :
+  const heading = context.shown_page ? `Text of page ${context.shown_page}` :
     context.section.length ? `Section ${context.section.join(" › ")}` : "Text around the passage";
-  $("viewer-text-heading").textContent = heading;
-  $("viewer-text").replaceChildren(before, el("mark", {}, passage), after);
-  $("viewer-text").querySelector("mark").scrollIntoView({ block: "center" });
+  $("viewer-text-heading").textContent = passage ? heading : `${heading} (the passage is not on it)`;
+  $("viewer-text").dataset.page = context.shown_page || "";
+  $("viewer-text").replaceChildren(before, ...(passage ? [el("mark", {}, passage)] : []), after);
+  const mark = $("viewer-text").querySelector("mark");
+  if (mark) mark.scrollIntoView({ block: "center" });
 }
 
 async function openSource(corpus, item) {
@@ -319,16 +355,16 @@ async function openSource(corpus, item) {
   $("viewer-page-status").textContent = "";
   $("viewer-text").replaceChildren("loading…");
   try {
-    const query = new URLSearchParams({ doc: item.doc_id, start: item.start_char, end: item.end_char });
-    const context = await api(`/corpora/${encodeURIComponent(corpus)}/passage?${query}`);
+    const context = await api(`/corpora/${encodeURIComponent(corpus)}/passage?${passageQuery(item)}`);
+    state.shownPage += 1;  // a page of the source opened before this one is not shown over it
     showText(context);
     viewer.classList.toggle("with-page", context.page_images);
     if (context.page_images) {
       const pages = [];
       for (let page = context.page; page <= (context.last_page || context.page); page += 1) pages.push(page);
       $("viewer-pages").replaceChildren(...pages.map((page) =>
-        el("button", { type: "button", onclick: () => showPage(corpus, item, page) }, `page ${page}`)));
-      await showPage(corpus, item, context.page);
+        el("button", { type: "button", data: { page }, onclick: () => showPage(corpus, item, page) }, `page ${page}`)));
+      await showPage(corpus, item, context.page, context);
     } else if (context.pages) {
       $("viewer-page-status").textContent = "the PDF itself was not kept, so its page is shown as text";
     }
@@ -344,7 +380,8 @@ async function start() {
   $("memorize").addEventListener("click", memorize);
   $("ask-form").addEventListener("submit", ask);
   $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; });
-  $("corpus-name").addEventListener("change", () => loadCorpora().catch(() => {}));
+  $("corpus-name").addEventListener("input", () => { state.named = true; });
+  $("corpus-name").addEventListener("change", () => { state.named = true; loadCorpora().catch(() => {}); });
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
     state.key = $("api-key").value;
@@ -358,7 +395,7 @@ async function start() {
 async function connect() {
   try {
     await loadHealth();
-    await loadCorpora();
+    await loadCorpora({ offerFirst: true });
     document.body.dataset.ready = "true";
   } catch (error) {
     $("server-status").textContent = "cannot reach the server's API: " + error.message;
