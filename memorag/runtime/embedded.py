@@ -46,6 +46,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 EMBEDDED_LM = "embedded:smollm2-135m-instruct"
+EMBEDDED_LM_NAME = "SmolLM2-135M-Instruct"  # the embedded LM in words, for people
 EMBEDDED_EMBEDDER = "embedded:all-minilm-l6-v2"
 
 _LM_NAMES = frozenset({EMBEDDED_LM, "embedded", "smollm2", "smollm2-135m-instruct"})

@@ -1,8 +1,10 @@
 """The HTTP API of `memorag serve` (a Starlette ASGI app behind `guard.Guard`).
 
     GET    /health                       {"status": "ok", "models": {...}, "pending": N, "limits": {...},
-                                         "modes": [...], "batch_size": N, "batching"?: {...}, "loaded": [...]}
-    GET    /corpora                      {"corpora": [{"name", "documents", "num_chunks", "memory_tokens", "loaded"}]}
+                                         "modes": [...], "mode_notes": [{"name", "description", "score", "order"}],
+                                         "batch_size": N, "batching"?: {...}, "loaded": [...]}
+    GET    /corpora                      {"corpora": [{"name", "documents", "num_chunks", "memory_tokens",
+                                         "memory_entries", "loaded"}]}
     GET    /corpora/NAME                 one of those
     POST   /corpora/NAME/memorize        {"text": "..."} or {"documents": [{"id", "title"?, "text"}]} or
                                          {"files": [{"name", "base64"}]} (PDF, Word, HTML, Markdown, text), "overwrite"?,
@@ -143,7 +145,8 @@ async def run_job(request: Request, function: Callable, *args: Any, **kwargs: An
 async def health(request: Request) -> Response:
     state = served(request)
     reply = {"status": "ok", "models": state.store.describe_models(), "pending": state.worker.pending,
-             "limits": state.limits.describe(), "modes": available_modes(), "batch_size": state.worker.batch_size}
+             "limits": state.limits.describe(), "modes": available_modes(), "mode_notes": state.store.describe_modes(),
+             "batch_size": state.worker.batch_size}
     if state.batcher is not None:
         reply["batching"] = state.batcher.describe()
     if state.policy.key_matches(request.headers.get("authorization")):  # corpus names need the key, when set

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memorag.modes.base import describe_modes
 from memorag.pipeline import (
     MANIFEST,
     Answer,
@@ -43,7 +44,7 @@ from memorag.pipeline import (
     read_manifest,
 )
 from memorag.retrieval.chunking import Document
-from memorag.runtime.embedded import describe_memory_weights
+from memorag.runtime.embedded import EMBEDDED_LM_NAME, describe_memory_weights, is_embedded_lm
 from memorag.runtime.memtrim import release_memory
 from memorag.serve.guard import clip
 from memorag.serve.originals import Originals
@@ -98,6 +99,9 @@ class CorpusStore:
         self.settings = dict(settings or {})
         self.max_loaded = max_loaded
         self.lock_wait = lock_wait
+        # the names of models handed in (not loaded from the settings), for `describe_models`
+        self._given_names = {"memory_model": getattr(memory_model, "name", None),
+                             "generator": getattr(generator, "name", None)}
         self._models = MemoRAG(memory_model=memory_model, embedder=embedder, embedder_name=embedder_name,
                                generator=generator, **self.settings)
         self._loaded: OrderedDict[str, tuple[MemoRAG, tuple[int, ...] | None]] = OrderedDict()
@@ -152,14 +156,24 @@ class CorpusStore:
         return total
 
     def describe_models(self) -> dict[str, str]:
+        """The models in words: the memory model's base (the embedded one by its model's name), its weights,
+        the embedder, the retriever and the generator (`generator_is_memory_base`: the memory model's base
+        writes the answers, no generator was given)."""
         config = self._models.config
+        memory_base = self._given_names["memory_model"] or \
+            (EMBEDDED_LM_NAME if is_embedded_lm(config.memory_model) else str(config.memory_model))
         return {
-            "memory_model": str(config.memory_model or "embedded"),
+            "memory_model": memory_base,
             "memory_weights": describe_memory_weights(config.memory_model, config.memory_weights),
             "embedder": self._models.embedder_name if config.retriever != "bm25" else "none (bm25)",
             "retriever": config.retriever,
-            "generator": str(config.generator or "the memory model's base"),
+            "generator": self._given_names["generator"] or str(config.generator or memory_base),
+            "generator_is_memory_base": config.generator is None and self._given_names["generator"] is None,
         }
+
+    def describe_modes(self) -> list[dict[str, str | None]]:
+        """Each mode in words under this server's settings (`memorag.modes.base.describe_modes`)."""
+        return describe_modes(self._models.config)
 
     def _shared(self) -> dict[str, Any]:
         models = self._models
@@ -187,7 +201,7 @@ class CorpusStore:
         memory = manifest.get("memory") or {}
         return {"name": name, "documents": [document["id"] for document in manifest["documents"]],
                 "num_chunks": manifest["num_chunks"], "memory_tokens": memory.get("num_tokens", 0),
-                "loaded": name in self.loaded}
+                "memory_entries": memory.get("num_entries", 0), "loaded": name in self.loaded}
 
     def _existing(self, name: str) -> Path:
         path = self.path(name)

@@ -49,6 +49,11 @@ def test_a_new_corpus_name_is_kept_through_choosing_files_memorizing_and_asking(
             page.resize(1400, 1000)
             page.wait_for("document.body?.dataset.ready === 'true'")
             assert page.evaluate("document.getElementById('corpus-name').value") == "bible"  # offered on opening
+            header = page.evaluate("document.getElementById('server-status').textContent")
+            assert "answers written by fake-echo" in header and "generator the memory" not in header, header
+            options = page.evaluate("[...document.querySelectorAll('#mode-a option')].map(o => o.textContent)")
+            assert "rag: standard RAG: the question alone retrieves; the generator reads the best chunks" in options
+            assert all(": " in option and len(option) > 20 for option in options), options
             page.evaluate(RECORD_REQUESTS)
             page.type_text("#corpus-name", "survey")
             page.focus("#files")  # the user goes to choose files: the name field fires `change`
@@ -60,6 +65,10 @@ def test_a_new_corpus_name_is_kept_through_choosing_files_memorizing_and_asking(
             assert status.startswith("Memorized into survey: added survey.pdf"), status
             assert page.evaluate("document.getElementById('corpus-name').value") == "survey"
             assert page.evaluate("document.getElementById('corpus-shown').textContent") == "survey"
+            corpus = httpx.get(f"{url}/corpora/survey", timeout=60).json()
+            size = page.evaluate("document.getElementById('documents').textContent")
+            assert (f"memory: {corpus['memory_tokens']:,} tokens read into {corpus['memory_entries']:,} entries "
+                    "per layer") in size, size
 
             page.type_text("#query", topic(1, 6))
             page.evaluate("document.getElementById('compare').checked = false; "
@@ -67,6 +76,8 @@ def test_a_new_corpus_name_is_kept_through_choosing_files_memorizing_and_asking(
                           "document.getElementById('ask').click()")
             page.wait_for("document.querySelectorAll('.run[data-done=true]').length === 1", timeout=120)
             cites = page.evaluate("[...document.querySelectorAll('.cite')].map(c => c.textContent)")
+            legend = page.evaluate("document.querySelector('.run .legend').textContent")
+            assert legend.startswith("Listed best first") and "Score: 1 / (60 + rank)" in legend, legend
             assert cites and all(cite.startswith("survey.pdf") for cite in cites), cites
             requests = page.evaluate("window.requests")
             writes = [path for method, path in requests if method == "POST"]
@@ -100,3 +111,26 @@ def test_a_new_corpus_name_is_kept_through_choosing_files_memorizing_and_asking(
             status = page.evaluate("document.getElementById('viewer-page-status').textContent")
             assert status.startswith("page 2"), status
             assert not [line for line in page.console if line.startswith("exception")], page.console
+
+
+def test_a_long_passage_preview_is_scrolled_to_the_words_that_matched(tmp_path):
+    store = fake_store(tmp_path / "store")
+    filler = " ".join(["lorem ipsum dolor sit amet"] * 60)
+    item = {"doc_id": "notes.txt", "citation": "notes.txt", "score": 0.5, "queries": [0, 1],
+            "text": f"{filler} the northern channel silts near the river mouth. {filler} dredging"}
+    with serving(store) as url, Chromium.start() as browser, browser.open(f"{url}/") as page:
+        page.resize(1400, 1000)
+        page.wait_for("document.body?.dataset.ready === 'true'")
+        page.evaluate("(() => { const run = document.getElementById('run-template').content.firstElementChild"
+                      ".cloneNode(true); run.dataset.mode = 'rag'; run.dataset.query = 'Why does the northern "
+                      "channel silt?'; document.getElementById('runs').replaceChildren(run); "
+                      f"renderEvidence(run, [{json.dumps(item)}], ['dredging plans']); }})()")
+        page.wait_for("document.querySelector('.passage').scrollTop > 0")
+        shown = page.evaluate("(p => ({marks: [...p.querySelectorAll('mark')].map(m => m.textContent), "
+                              "top: p.scrollTop, height: p.clientHeight, full: p.scrollHeight, "
+                              "channel: [...p.querySelectorAll('mark')].find(m => m.textContent === 'channel')"
+                              ".offsetTop, text: p.textContent}))(document.querySelector('.passage'))")
+        assert shown["marks"] == ["northern", "channel", "dredging"], shown["marks"]  # whole words: "silt" is not "silts"
+        assert shown["text"] == item["text"]  # marked, not changed
+        assert shown["full"] > 3 * shown["height"]  # the preview shows a part of the passage only
+        assert shown["top"] <= shown["channel"] <= shown["top"] + shown["height"], shown  # the match in sight

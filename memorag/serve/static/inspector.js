@@ -4,7 +4,8 @@
 "use strict";
 
 // `named`: the user has typed or chosen a corpus name; from then on the page never changes it
-const state = { key: sessionStorage.getItem("memorag-key") || "", limits: null, named: false, shownPage: 0 };
+const state = { key: sessionStorage.getItem("memorag-key") || "", limits: null, named: false, shownPage: 0,
+  modeNotes: {} };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, props = {}, ...children) {
@@ -81,10 +82,14 @@ async function loadHealth() {
   const health = await api("/health");
   state.limits = health.limits;
   const models = health.models;
-  $("server-status").textContent = `memory ${models.memory_model} · retriever ${models.retriever} · ` +
-    `generator ${models.generator} · ${health.pending} job(s) running or queued`;
+  const found = models.retriever === "bm25" ? "BM25" : `${models.retriever} retrieval with ${models.embedder}`;
+  const writer = models.generator_is_memory_base ? `${models.generator} (the memory model's base)` : models.generator;
+  $("server-status").textContent = `memory model: ${models.memory_model} (memory weights: ${models.memory_weights}) · ` +
+    `passages found by ${found} · answers written by ${writer} · ${health.pending} request(s) running or queued`;
+  state.modeNotes = Object.fromEntries((health.mode_notes || []).map((note) => [note.name, note]));
+  const label = (mode) => (state.modeNotes[mode] ? `${mode}: ${state.modeNotes[mode].description}` : mode);
   for (const [select, chosen] of [[$("mode-a"), "memorag"], [$("mode-b"), "rag"]]) {
-    select.replaceChildren(...health.modes.map((mode) => el("option", { value: mode }, mode)));
+    select.replaceChildren(...health.modes.map((mode) => el("option", { value: mode }, label(mode))));
     select.value = health.modes.includes(chosen) ? chosen : health.modes[0];
   }
 }
@@ -109,8 +114,15 @@ async function loadCorpora({ offerFirst = false } = {}) {
 function showCorpus(name, corpus) {
   $("corpus-shown").textContent = name || "—";
   const items = corpus ? corpus.documents.map((doc) => el("li", {}, doc)) : [el("li", { class: "muted" }, "none yet")];
-  if (corpus) items.push(el("li", { class: "muted" }, `${corpus.num_chunks} chunks · ${corpus.memory_tokens} memory tokens`));
+  if (corpus) items.push(el("li", { class: "muted" }, `${corpus.num_chunks.toLocaleString()} chunks · ${memorySize(corpus)}`));
   $("documents").replaceChildren(...items);
+}
+
+function memorySize(corpus) {
+  // in the command line's words (`memorag memorize`, `memorag demo`)
+  if (!corpus.memory_tokens) return "no memory (this corpus was memorized without one)";
+  return `memory: ${corpus.memory_tokens.toLocaleString()} tokens read into ` +
+    `${(corpus.memory_entries || 0).toLocaleString()} entries per layer`;
 }
 
 // ---- uploading --------------------------------------------------------------------------------
@@ -199,16 +211,71 @@ function fetchedBy(item, clues) {
   return indices.map((index) => chip(index, label(index), index === 0 ? "the question itself" : clues[index - 1] || ""));
 }
 
+// Words of at least three letters that say something (not "the", "and"...), lower-case.
+const COMMON = new Set(("the and for are but not you all any can had her was one our out has his how its may new " +
+  "now see two who did get let say she too use what when where which while why with from that this there " +
+  "these those they them then than into onto over also does have been were will would should could about " +
+  "after before other some such only very more most much many each every your their").split(" "));
+
+function wordsOf(text) {
+  return new Set((String(text).toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) || []).filter((word) => !COMMON.has(word)));
+}
+
+// The passage's text with the words of the queries that fetched it marked (as text nodes and <mark>s).
+function markedPassage(text, words) {
+  const nodes = [];
+  let last = 0;
+  for (const match of text.matchAll(/[\p{L}\p{N}]+/gu)) {
+    if (!words.has(match[0].toLowerCase())) continue;
+    if (match.index > last) nodes.push(text.slice(last, match.index));
+    nodes.push(el("mark", { class: "hit" }, match[0]));
+    last = match.index + match[0].length;
+  }
+  if (last < text.length) nodes.push(text.slice(last));
+  return nodes;
+}
+
+// Scroll a passage's preview so that its densest run of marked words (the most marks within about three
+// lines) is in the middle of the box: the part that matched is in sight, not cut off below.
+function centreOnMatch(preview) {
+  const marks = [...preview.querySelectorAll("mark.hit")];
+  if (!marks.length || preview.scrollHeight <= preview.clientHeight) return;
+  const lineHeight = marks[0].offsetHeight || 16;
+  let best = marks[0];
+  let bestCount = 0;
+  for (const mark of marks) {
+    const count = marks.filter((other) => Math.abs(other.offsetTop - mark.offsetTop) <= 1.5 * lineHeight).length;
+    if (count > bestCount) [best, bestCount] = [mark, count];
+  }
+  preview.scrollTop = Math.max(0, best.offsetTop - (preview.clientHeight - best.offsetHeight) / 2);
+}
+
+function renderLegend(run) {
+  const note = state.modeNotes[run.dataset.mode];
+  const legend = run.querySelector(".legend");
+  if (!note) { legend.textContent = ""; return; }
+  legend.replaceChildren(note.order ? `Listed ${note.order}. ` : "", el("strong", {}, "Score: "), `${note.score}.`);
+}
+
 function renderEvidence(run, evidence, clues) {
+  renderLegend(run);
+  const query = run.dataset.query || "";
   run.querySelector(".evidence").replaceChildren(...evidence.map((item) => {
     const cite = el("button", { type: "button", class: "cite", onclick: () => openSource(run.dataset.corpus, item) },
       item.citation || item.doc_id);
-    const score = el("span", { class: "score", title: "retrieval score" }, Number(item.score).toFixed(3));
+    const note = state.modeNotes[run.dataset.mode];
+    const score = el("span", { class: "score", title: note ? `score: ${note.score}` : "retrieval score" },
+      Number(item.score).toFixed(3));
     const chips = fetchedBy(item, clues);
     const by = el("span", { class: "fetched-by" }, chips.length ? el("span", { class: "muted" }, "fetched by") : null,
       ...chips);
-    return el("li", {}, el("div", { class: "evidence-head" }, cite, score, by), el("p", { class: "passage" }, item.text));
+    const fetchers = Array.isArray(item.queries) ? item.queries : [0];
+    const words = wordsOf(fetchers.map((index) => (index === 0 ? query : clues[index - 1] || "")).join(" "));
+    const preview = el("p", { class: "passage", title: "words of the question and of the clues that fetched " +
+      "it are marked; the preview is scrolled to where most of them are" }, ...markedPassage(String(item.text), words));
+    return el("li", {}, el("div", { class: "evidence-head" }, cite, score, by), preview);
   }));
+  requestAnimationFrame(() => run.querySelectorAll(".passage").forEach(centreOnMatch));
 }
 
 function renderTimings(run, timings, firstToken) {
@@ -269,6 +336,7 @@ async function ask(event) {
     const run = $("run-template").content.firstElementChild.cloneNode(true);
     run.dataset.corpus = corpus;
     run.dataset.mode = mode;
+    run.dataset.query = query;
     run.querySelector(".run-mode").textContent = mode;
     run.querySelector(".run-state").textContent = "queued";
     return run;
