@@ -44,7 +44,13 @@ from memorag.pipeline import (
     read_manifest,
 )
 from memorag.retrieval.chunking import Document
-from memorag.runtime.embedded import EMBEDDED_LM_NAME, describe_memory_weights, is_embedded_lm
+from memorag.runtime.embedded import (
+    EMBEDDED_EMBEDDER_NAME,
+    EMBEDDED_LM_NAME,
+    describe_memory_weights,
+    is_embedded_embedder,
+    is_embedded_lm,
+)
 from memorag.runtime.memtrim import release_memory
 from memorag.serve.guard import clip
 from memorag.serve.originals import Originals
@@ -83,6 +89,11 @@ def save_stamp(path: Path) -> tuple[int, ...] | None:
     except FileNotFoundError:
         return None
     return manifest.st_ino, manifest.st_size, manifest.st_mtime_ns
+
+
+def embedder_words(name: str | None) -> str:
+    """The embedder's name for people: the embedded one by its model's name."""
+    return EMBEDDED_EMBEDDER_NAME if name is None or is_embedded_embedder(name) else name
 
 
 class CorpusStore:
@@ -165,7 +176,7 @@ class CorpusStore:
         return {
             "memory_model": memory_base,
             "memory_weights": describe_memory_weights(config.memory_model, config.memory_weights),
-            "embedder": self._models.embedder_name if config.retriever != "bm25" else "none (bm25)",
+            "embedder": embedder_words(self._models.embedder_name) if config.retriever != "bm25" else "none (bm25)",
             "retriever": config.retriever,
             "generator": self._given_names["generator"] or str(config.generator or memory_base),
             "generator_is_memory_base": config.generator is None and self._given_names["generator"] is None,
