@@ -13,6 +13,7 @@ from memorag.modes.context import ModeContext
 from memorag.modes.evidence import clue_hits_first
 from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.modes.results import Answer, AskHooks, timed
+from memorag.modes.scores import ORDER_WORDS, one_list_score
 
 
 class Mode(ABC):
@@ -33,6 +34,7 @@ class Mode(ABC):
     """
 
     name: ClassVar[str]
+    description: ClassVar[str] = ""  # one line for a user choosing a mode (the inspector's mode list)
     tasks: ClassVar[tuple[str, ...]]
     default_task: ClassVar[str]
     settings_key: ClassVar[str | None] = None  # the `PipelineConfig` field of this mode's own settings
@@ -55,6 +57,12 @@ class Mode(ABC):
         """This mode's own settings in the pipeline's `config` (a `PipelineConfig`): its
         `settings_key` section, or None for a mode without settings."""
         return getattr(config, cls.settings_key) if cls.settings_key else None
+
+    @classmethod
+    def score_meaning(cls, config: Any) -> str:
+        """What `Evidence.score` of this mode's answers measures under the pipeline's `config` (a
+        `PipelineConfig`), in one line (`memorag.modes.scores`); by default the question's own list."""
+        return one_list_score(config.fusion)
 
     def prepare(self, context: ModeContext) -> None:  # noqa: B027 - optional hook, nothing to do by default
         """Build what this mode needs from the corpus (called again after it changes)."""
@@ -138,6 +146,19 @@ def _import_mode_modules() -> None:
 def available_modes() -> list[str]:
     _import_mode_modules()
     return sorted(_MODES)
+
+
+def describe_modes(config: Any) -> list[dict[str, str | None]]:
+    """Each available mode in words, under the pipeline's `config` (a `PipelineConfig`): its `name`,
+    its one-line `description`, what its evidence's `score` means, and the `order` its evidence is
+    listed in (as the generator reads it; None when it retrieves nothing to order)."""
+    described = []
+    for name in available_modes():
+        mode = _MODES[name]
+        order = mode(config.evidence_order).evidence_order()
+        described.append({"name": name, "description": mode.description, "score": mode.score_meaning(config),
+                          "order": ORDER_WORDS[order] if order else None})
+    return described
 
 
 def get_mode(name: str) -> type[Mode]:

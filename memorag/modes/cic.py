@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from memorag.config import ConfigError
 from memorag.errors import PipelineError
@@ -60,11 +61,16 @@ class CiCMode(Mode):
     before the query is the same for every query, so a local generator computes it once."""
 
     name = "cic"
+    description = "no retrieval: the corpus, examples grounded in it and the question in one prompt"
     tasks = ("retrieval", "qa")
     default_task = "retrieval"
     own_evidence_order = None  # reads the corpus itself, nothing ranked
     uses_answer_prompt = False  # LOFT's corpus-in-context prompt
     settings_key = "cic"
+
+    @classmethod
+    def score_meaning(cls, config: Any) -> str:
+        return "none (always 0): this mode reads the corpus itself, nothing is ranked"
 
     def __init__(self, evidence_order: str = "own"):
         super().__init__(evidence_order)

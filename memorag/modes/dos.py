@@ -39,6 +39,7 @@ class DOSRAGMode(Mode):
     """The query retrieves a large budget of chunks; the generator reads them in document order."""
 
     name = "dos"
+    description = "the question alone retrieves a large budget of chunks, read in document order"
     tasks = ("qa", "summarize")
     default_task = "qa"
     settings_key = "dos"

@@ -17,6 +17,8 @@ touch, i.e. when what was dropped between them is a single character.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from memorag.errors import PipelineError
@@ -32,9 +34,14 @@ class FullMode(Mode):
     """The corpus, truncated in the middle to the generator's window, then answered."""
 
     name = "full"
+    description = "no retrieval: the corpus itself, cut in the middle to the generator's window"
     tasks = ("qa", "summarize")
     default_task = "qa"
     own_evidence_order = None  # reads the corpus itself, nothing ranked
+
+    @classmethod
+    def score_meaning(cls, config: Any) -> str:
+        return "none (always 0): this mode reads the corpus itself, nothing is ranked"
 
     def __init__(self, evidence_order: str = "own"):
         super().__init__(evidence_order)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.modes.results import Answer, AskHooks, timed
+from memorag.modes.scores import fused_score
 from memorag.prompting import prompts
 
 logger = logging.getLogger(__name__)
@@ -43,9 +45,15 @@ class HyDEMode(Mode):
     """A hypothetical answer passage and the query retrieve together; the generator answers."""
 
     name = "hyde"
+    description = "the generator writes hypothetical answer passages, which retrieve beside the question"
     tasks = ("qa",)
     default_task = "qa"
     settings_key = "hyde"
+
+    @classmethod
+    def score_meaning(cls, config: Any) -> str:
+        return fused_score(config.fusion, f"the question's list (weight {config.hyde.query_weight:g}) and each "
+                                          "hypothetical passage's (weight 1)")
 
     def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
         settings: HyDESettings = context.settings

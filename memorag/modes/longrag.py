@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from memorag.config import ConfigError
 from memorag.errors import PipelineError
@@ -85,6 +85,7 @@ class LongRAGMode(Mode):
     """LongRAG: grouped long units, MaxP ranking, a two-turn long reader."""
 
     name = "longrag"
+    description = "long retrieval units (grouped documents) ranked by their best chunk, read whole"
     tasks = ("qa",)
     default_task = "qa"
     own_evidence_order = "best-first"  # units by rank, each unit's documents in unit order
@@ -93,6 +94,11 @@ class LongRAGMode(Mode):
 
     index: UnitIndex | None = None
     _tokenizer = None  # the memory model's tokenizer, which the evidence's token counts use
+
+    @classmethod
+    def score_meaning(cls, config: Any) -> str:
+        return ("its unit's score: the retriever's score of the unit's best chunk for the question (MaxP); "
+                "a piece of a unit cut to fit: its chunk's own score")
 
     @property
     def units(self) -> list[Unit]:

@@ -22,6 +22,7 @@ from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import clue_plan, offers_draft
 from memorag.modes.results import Answer, AskHooks, timed
+from memorag.modes.scores import fused_score
 from memorag.prompting import prompts
 from memorag.prompting.clues import combine_clues, parse_clues
 
@@ -51,11 +52,20 @@ class MemoRAGMode(Mode):
     """The paper's system: the memory drives retrieval (clues), the generator answers."""
 
     name = "memorag"
+    description = "the memory reads the whole corpus and writes clues; the question and the clues retrieve"
     tasks = ("memorag", "qa", "summarize")
     default_task = "memorag"
     reads: ClassVar[str] = "memory"  # what the memory model answers and writes clues from (the Answer's label)
     needs_memory = True
     tasks_without_evidence = ("qa",)  # the memory model answers from its memory alone
+
+    @classmethod
+    def score_meaning(cls, config: Any) -> str:
+        if config.memorag_evidence == "fusion":
+            return fused_score(config.fusion, f"the question's list (weight {config.query_weight:g}) and each clue's "
+                                              "(weight 1)")
+        return ("the chunk's place in the union of the question's and the clues' lists, taken round-robin by rank: "
+                "1 / (1 + place), so 1.000 is the first taken, 0.500 the second; it says only that order")
 
     @classmethod
     def settings_of(cls, config: Any) -> MemoRAGSettings:

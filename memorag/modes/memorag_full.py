@@ -37,6 +37,7 @@ class MemoRAGFullMode(MemoRAGMode):
     """The memorag mode's questions answered by the memory model's base over the whole corpus."""
 
     name = "memorag-full"
+    description = "memorag with the clues written by the memory model's base over the whole, uncompressed text"
     needs_memory = False
     reads = "full context"
 

@@ -27,6 +27,7 @@ class MemoRAGLiteMode(MemoRAGMode):
     """The memorag mode with the gists of the text, read by the generator, as the memory."""
 
     name = "memorag-lite"
+    description = "memorag with the generator's gists of the text as the memory (no memory model)"
     needs_memory = False
     needs_gists = True
     reads = "gist memory"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
@@ -57,11 +57,17 @@ class MixPRMode(Mode):
     """MixPR: personalized PageRank on a sparse TF-IDF graph of sentence chunks, routed local/global."""
 
     name = "mixpr"
+    description = "PageRank over a graph of sentence chunks, routed local or global"
     tasks = ("qa", "summarize")
     default_task = "qa"
     settings_key = "mixpr"
 
     retriever: MixPRRetriever | None = None
+
+    @classmethod
+    def score_meaning(cls, config: Any) -> str:
+        return ("the chunk's PageRank mass on the graph of sentence chunks, personalized to the question "
+                "(higher is better)")
 
     def prepare(self, context: ModeContext) -> None:
         chunks = chunk_documents_for_mixpr(list(context.documents), tokenizer=context.tokenizer)

@@ -20,6 +20,7 @@ class RAGMode(Mode):
     chunks best first and answers."""
 
     name = "rag"
+    description = "standard RAG: the question alone retrieves; the generator reads the best chunks"
     tasks = ("qa", "summarize")
     default_task = "qa"
     own_evidence_order = "best-first"

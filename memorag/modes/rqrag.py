@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from memorag.config import ConfigError
 from memorag.modes.base import Mode, register_mode
 from memorag.modes.context import ModeContext
 from memorag.modes.evidence_plan import RetrievalPlan
 from memorag.modes.results import Answer, AskHooks, timed
+from memorag.modes.scores import fused_score
 from memorag.prompting import prompts
 from memorag.prompting.clues import combine_clues, parse_clues
 
@@ -69,9 +71,15 @@ class RQRAGMode(Mode):
     """Rewritten and decomposed queries retrieve beside the query; the generator answers."""
 
     name = "rqrag"
+    description = "rewritten and sub-questions retrieve beside the question"
     tasks = ("qa",)
     default_task = "qa"
     settings_key = "rqrag"
+
+    @classmethod
+    def score_meaning(cls, config: Any) -> str:
+        return fused_score(config.fusion, f"the question's list (weight {config.rqrag.query_weight:g}) and each "
+                                          "rewritten or sub-question's (weight 1)")
 
     def answer(self, context: ModeContext, query: str, task: str, hooks: AskHooks) -> Answer:
         settings: RQRAGSettings = context.settings

@@ -48,7 +48,9 @@ from memorag.storage.cache import cache_home
 logger = logging.getLogger(__name__)
 
 EMBEDDED_LM = "embedded:smollm2-135m-instruct"
+EMBEDDED_LM_NAME = "SmolLM2-135M-Instruct"  # the embedded LM in words, for people
 EMBEDDED_EMBEDDER = "embedded:all-minilm-l6-v2"
+EMBEDDED_EMBEDDER_NAME = "all-MiniLM-L6-v2"  # the embedded embedder in words, for people
 
 _LM_NAMES = frozenset({EMBEDDED_LM, "embedded", "smollm2", "smollm2-135m-instruct"})
 _EMBEDDER_NAMES = frozenset({EMBEDDED_EMBEDDER, "embedded", "minilm", "all-minilm-l6-v2"})

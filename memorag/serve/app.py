@@ -1,15 +1,17 @@
 """The HTTP API of `memorag serve` (a Starlette ASGI app behind `guard.Guard`).
 
     GET    /health                       {"status": "ok", "models": {...}, "pending": N, "limits": {...},
-                                         "modes": [...], "batch_size": N, "batching"?: {...}, "loaded": [...]}
-    GET    /corpora                      {"corpora": [{"name", "documents", "num_chunks", "memory_tokens", "loaded"}]}
+                                         "modes": [...], "mode_notes": [{"name", "description", "score", "order"}],
+                                         "batch_size": N, "batching"?: {...}, "loaded": [...]}
+    GET    /corpora                      {"corpora": [{"name", "documents", "num_chunks", "memory_tokens",
+                                         "memory_entries", "loaded"}]}
     GET    /corpora/NAME                 one of those
     POST   /corpora/NAME/memorize        {"text": "..."} or {"documents": [{"id", "title"?, "text"}]} or
                                          {"files": [{"name", "base64"}]} (PDF, Word, HTML, Markdown, text), "overwrite"?,
                                          "stream"?: server-sent events `progress` ({done, total} tokens), `report`
     POST   /corpora/NAME/ask             {"query", "task"?, "mode"?, "stream"?: true}: server-sent events
     POST   /corpora/NAME/clues           {"query", "task"?}
-    GET    /corpora/NAME/passage?doc=ID&start=S&end=E          the page, section or text around a passage
+    GET    /corpora/NAME/passage?doc=ID&start=S&end=E&page=N   the page (N, or its first), section or text around a passage
     GET    /corpora/NAME/page?doc=ID&page=N&start=S&end=E&width=W  page N of a kept PDF as a PNG, the passage marked
     DELETE /corpora/NAME
     GET    /                             the evidence inspector (a page over this API; `memorag.serve.inspector`)
@@ -142,7 +144,8 @@ async def run_job(request: Request, function: Callable, *args: Any, **kwargs: An
 async def health(request: Request) -> Response:
     state = served(request)
     reply = {"status": "ok", "models": state.store.describe_models(), "pending": state.worker.pending,
-             "limits": state.limits.describe(), "modes": available_modes(), "batch_size": state.worker.batch_size}
+             "limits": state.limits.describe(), "modes": available_modes(), "mode_notes": state.store.describe_modes(),
+             "batch_size": state.worker.batch_size}
     if state.batcher is not None:
         reply["batching"] = state.batcher.describe()
     if state.policy.key_matches(request.headers.get("authorization")):  # corpus names need the key, when set
@@ -193,7 +196,8 @@ async def passage(request: Request) -> Response:
     params = request.query_params
     doc_id = params.get("doc") or ""
     start, end = query_int(params, "start", required=True), query_int(params, "end", required=True)
-    return JSONResponse(await run_job(request, served(request).store.passage, name, doc_id, start, end, reads=name))
+    return JSONResponse(await run_job(request, served(request).store.passage, name, doc_id, start, end,
+                                      query_int(params, "page"), reads=name))
 
 
 async def page(request: Request) -> Response:

@@ -19,7 +19,7 @@ from typing import Any
 
 from memorag.documents.command_options import add_read_limit_options
 from memorag.documents.options import ReadOptions
-from memorag.serve.guard import API_KEY_ENV, is_loopback
+from memorag.serve.guard import API_KEY_ENV, AccessPolicy, is_loopback
 from memorag.serve.limits import MIB, ServeLimits
 
 
@@ -30,10 +30,12 @@ def add_serve_parser(commands, model_options: Callable[..., None]) -> None:
                     "POST /corpora/NAME/ask (server-sent events), POST /corpora/NAME/clues, GET /corpora, "
                     "GET /corpora/NAME/passage, GET /corpora/NAME/page (a cited PDF page as a PNG), "
                     "DELETE /corpora/NAME, GET /health; and at / the evidence inspector, a page to upload, ask, "
-                    "compare two modes and open the cited sources in a browser. The models load once and are shared by every request; "
-                    "model work runs one request at a time, in arrival order. POST bodies must be JSON "
-                    "(Content-Type: application/json); requests from other hosts or web pages are refused "
-                    "unless allowed. Needs the [serve] extra.",
+                    "compare two modes and open the cited sources in a browser. The models load once and are shared by every request, "
+                    "and do one piece of work at a time; up to --batch-size requests (8) run at once, their "
+                    "greedy decodings (clues, answers) stepped together as one batch, the rest waiting in "
+                    "arrival order. POST bodies must be JSON (Content-Type: application/json); requests "
+                    "from other hosts, or from web pages other than the server's own, are refused unless "
+                    "allowed. Needs the [serve] extra.",
     )
     limits = ServeLimits()
     serve.add_argument("--store", required=True, metavar="DIR", help="folder of corpora (one saved pipeline each)")
@@ -53,9 +55,10 @@ def add_serve_parser(commands, model_options: Callable[..., None]) -> None:
                              "the bound address, localhost, 127.0.0.1 and [::1]; others are refused (403), "
                              "which stops DNS rebinding")
     access.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                        help="also accept requests from web pages of ORIGIN, e.g. https://app.example.com "
-                             "(repeatable; '*': any). Default: pages on localhost, 127.0.0.1 or [::1]; requests "
-                             "from other pages are refused (403)")
+                        help="also accept requests from web pages of ORIGIN, exactly scheme://host[:port], e.g. "
+                             "http://localhost:3000 (repeatable; '*': any). Default: only the server's own pages "
+                             "(the evidence inspector, same scheme, host and port); requests from every other "
+                             "page, other ports of this machine included, are refused (403)")
     access.add_argument("--allow-public-without-key", action="store_true",
                         help="let a non-loopback --host start without an API key (anyone who reaches it can "
                              "read and overwrite every corpus)")
@@ -72,8 +75,9 @@ def add_serve_parser(commands, model_options: Callable[..., None]) -> None:
                       help=f"stop a job that runs longer at its next safe point and tell its client (503); 0: no "
                            f"limit (default: {limits.job_timeout:g})")
     serve.add_argument("--batch-size", type=int, default=8, metavar="N",
-                       help="jobs run at once, their greedy decodings stepped together as one batch (default: 8; "
-                            "1: one job at a time, first come first served)")
+                       help="requests whose jobs run at once: the models still do one piece of work at a time, "
+                            "but the jobs' greedy decodings are stepped together as one batch and the jobs take "
+                            "turns between steps (default: 8; 1: one job at a time, first come first served)")
     work.add_argument("--max-connections", type=int, default=64, metavar="N",
                       help="open connections at once; more are answered 503 (default: 64)")
     add_read_limit_options(work)
@@ -104,6 +108,17 @@ def serve_options(args: argparse.Namespace) -> tuple[ServeLimits, str | None]:
             f"{API_KEY_ENV}=... (or --api-key), or pass --allow-public-without-key to serve without one"
         )
     return limits, api_key
+
+
+def access_policy(args: argparse.Namespace, limits: ServeLimits, api_key: str | None) -> AccessPolicy:
+    """Who may ask, from --host, --allow-host and --allow-origin (a bad origin is a usage error)."""
+    from memorag.errors import CliInputError
+
+    try:
+        return AccessPolicy.for_address(args.host, limits.max_body_bytes, allow_hosts=args.allow_host,
+                                        allow_origins=args.allow_origin, api_key=api_key)
+    except ValueError as error:
+        raise CliInputError(f"--allow-origin: {error}") from error
 
 
 def exposure(host: str, port: int, api_key: str | None, hosts: frozenset[str]) -> str:
@@ -148,15 +163,10 @@ def run_server(args: argparse.Namespace, settings: dict, info: Callable[[str], N
         ) from error
     from memorag.errors import CliInputError
     from memorag.serve.app import create_app
-    from memorag.serve.guard import AccessPolicy
     from memorag.serve.store import CorpusStore
 
     limits, api_key = serve_options(args)
-    try:
-        policy = AccessPolicy.for_address(args.host, limits.max_body_bytes, allow_hosts=args.allow_host,
-                                          allow_origins=args.allow_origin, api_key=api_key)
-    except ValueError as error:
-        raise CliInputError(f"--allow-origin: {error}") from error
+    policy = access_policy(args, limits, api_key)
     store = CorpusStore(args.store, settings, max_loaded=args.max_loaded)
     info(f"loading the models for {args.store}...")
     models = store.load_models()

@@ -8,15 +8,20 @@ middleware) therefore refuses, in this order:
 - a `Host` the server does not answer to (403): the bound address, `localhost`,
   `127.0.0.1` and `[::1]`, plus `--allow-host`; this defeats DNS rebinding;
 - an `Origin` that is not allowed (403): a browser names the page that sends a request;
-  pages on the loopback names (any port), `--allow-origin` and the server's own pages
-  (the Origin is the Host the request was sent to) may; requests without an Origin (curl,
-  scripts, httpx) are not from a page and pass;
+  only the server's own pages may (the Origin is exactly the scheme and the `Host` the
+  request came with, so a page on another port of the same machine may not), and the
+  origins given with `--allow-origin`; requests without an Origin (curl, scripts, httpx)
+  are not from a page and pass;
 - without the API key, when one is set (401): `Authorization: Bearer KEY` on every route
   but `/health`;
 - a POST whose body is not `application/json` (415): a page cannot send that cross-site
   without a preflight, which only an allowed origin is granted;
 - a declared `Content-Length` over the limit (413, before a byte of the body is read); a
   chunked body is counted as it arrives and refused as soon as it passes the limit.
+
+Every reply it lets through or makes (JSON, PNG, server-sent events, the page's files, its
+own refusals and preflights) carries `X-Content-Type-Options: nosniff`, so a browser never
+reads one as another type than it is served as.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
 # evidence inspector's page, script and style sheet, which hold no corpus data (`memorag.serve.inspector`)
 OPEN_PATHS = ("/health", "/", "/inspector.js", "/inspector.css")
 BODY_METHODS = ("POST", "PUT", "PATCH")
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 API_KEY_ENV = "MEMORAG_SERVE_API_KEY"
 
 
@@ -84,7 +90,7 @@ class AccessPolicy:
     """The hosts, origins and key `Guard` allows, and the largest body it lets through."""
 
     hosts: frozenset[str]  # host names and addresses, lower-case, no brackets; "*" allows any
-    origin_hosts: frozenset[str]  # an Origin on one of these hosts (any port) is allowed
+    own_hosts: frozenset[str]  # hosts under which the server's own origin (scheme and Host) may send
     origins: frozenset[str]  # exact origins, "scheme://host[:port]"; "*" allows any
     max_body_bytes: int
     api_key: str | None = None
@@ -98,35 +104,32 @@ class AccessPolicy:
             defaults.add(bound.strip("[]").lower())
         hosts = defaults | {host_name(host) if host != "*" else "*" for host in allow_hosts}
         origins = {origin if origin == "*" else normalize_origin(origin) for origin in allow_origins}
-        return cls(frozenset(hosts), frozenset(defaults), frozenset(origins), max_body_bytes, api_key or None)
+        # with '*' any name could be an attacker's, rebound to this server: only the default names are its own
+        own_hosts = defaults if "*" in hosts else hosts
+        return cls(frozenset(hosts), frozenset(own_hosts), frozenset(origins), max_body_bytes, api_key or None)
 
     def host_allowed(self, header: str | None) -> bool:
         return "*" in self.hosts or (header is not None and host_name(header) in self.hosts)
 
     def origin_allowed(self, origin: str) -> bool:
+        """Whether `origin` was given with --allow-origin (or '*' was)."""
         if "*" in self.origins:
             return True
         try:
-            parts = urlsplit(origin)
-            host = (parts.hostname or "").lower()
+            return normalize_origin(origin) in self.origins
         except ValueError:
-            return False
-        if parts.scheme not in ("http", "https") or not host:
             return False  # also "null": sandboxed frames and local files
-        return host in self.origin_hosts or normalize_origin(origin) in self.origins
 
-    def own_page(self, origin: str, host: str | None) -> bool:
-        """Whether `origin` is this server's own page, as the `Host` it was sent to names it: the evidence
-        inspector opened under a name given with --allow-host. Only for a host named in the allow-list (with
-        '*', any name could be an attacker's, rebound to this server). The scheme is not compared: a TLS
-        proxy in front serves the page over https to a server that sees http."""
-        if host is None or "*" in self.hosts or not self.host_allowed(host):
+    def own_origin(self, origin: str, scheme: str, host: str | None) -> bool:
+        """Whether `origin` is exactly this server's own, as the request names it: its `scheme` (as
+        the server sees it: behind a TLS proxy, the X-Forwarded-Proto uvicorn trusts) and its `Host`,
+        port included, for a host the server answers to as its own (`own_hosts`)."""
+        if host is None or host_name(host) not in self.own_hosts:
             return False
         try:
-            netloc = urlsplit(origin.strip()).netloc.lower()
+            return normalize_origin(origin) == normalize_origin(f"{scheme}://{host.strip()}")
         except ValueError:
             return False
-        return bool(netloc) and netloc == host.strip().lower()
 
     def key_matches(self, authorization: str | None) -> bool:
         if self.api_key is None:
@@ -154,7 +157,7 @@ async def send_error(send: Send, status: int, message: str, kind: str,
                      headers: Iterable[tuple[str, str]] = ()) -> None:
     """A JSON error response, `{"error": message, "type": kind}`."""
     body = json.dumps({"error": message, "type": kind}).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), NOSNIFF]
     raw += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
@@ -182,16 +185,18 @@ class Guard:
         if scope["method"] == "OPTIONS" and origin is not None:  # a preflight from an allowed origin
             await self.preflight(send, origin)
             return
-        await self.app(scope, self.counted(receive), self.with_cors(send, origin))
+        await self.app(scope, self.counted(receive), self.with_headers(send, origin))
 
     def check(self, scope: Scope, headers: dict[str, str], origin: str | None) -> None:
         policy = self.policy
         if not policy.host_allowed(headers.get("host")):
             raise RequestRefused(403, f"this server does not answer to the host {clip(headers.get('host') or '(none)')!r}"
                                       "; its operator can allow it with --allow-host", "ForbiddenHost")
-        if origin is not None and not (policy.origin_allowed(origin) or policy.own_page(origin, headers.get("host"))):
-            raise RequestRefused(403, f"requests from the web page origin {clip(origin)!r} are not allowed; its "
-                                      "operator can allow it with --allow-origin", "ForbiddenOrigin")
+        own = policy.own_origin(origin, scope.get("scheme", "http"), headers.get("host")) if origin else False
+        if origin is not None and not (own or policy.origin_allowed(origin)):
+            raise RequestRefused(403, f"requests from the web page origin {clip(origin)!r} are not allowed (only "
+                                      "this server's own pages are); its operator can allow it with --allow-origin",
+                                 "ForbiddenOrigin")
         if scope["method"] == "OPTIONS":
             return
         if scope["path"] not in OPEN_PATHS and not policy.key_matches(headers.get("authorization")):
@@ -237,22 +242,24 @@ class Guard:
             return []
         return [("access-control-allow-origin", origin), ("vary", "Origin")]
 
-    def with_cors(self, send: Send, origin: str | None) -> Send:
-        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in self.cors(origin)]
-        if not headers:
-            return send
+    def with_headers(self, send: Send, origin: str | None) -> Send:
+        """`send`, adding to the reply's headers `nosniff` (unless it has its own) and the CORS headers."""
+        extra = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in self.cors(origin)]
 
-        async def send_with_cors(message: Message) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *headers]}
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == NOSNIFF[0] for name, _ in headers):
+                    headers.append(NOSNIFF)
+                message = {**message, "headers": headers + extra}
             await send(message)
 
-        return send_with_cors
+        return send_with_headers
 
     async def preflight(self, send: Send, origin: str) -> None:
         headers = [(b"access-control-allow-methods", b"GET, POST, DELETE"),
                    (b"access-control-allow-headers", b"content-type, authorization"),
-                   (b"access-control-max-age", b"600"), (b"content-length", b"0")]
+                   (b"access-control-max-age", b"600"), (b"content-length", b"0"), NOSNIFF]
         headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in self.cors(origin)]
         await send({"type": "http.response.start", "status": 204, "headers": headers})
         await send({"type": "http.response.body", "body": b""})

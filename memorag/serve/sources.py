@@ -46,12 +46,18 @@ def section_span(document: Document, start_char: int, end_char: int) -> tuple[in
     return max(0, start_char - PLAIN_CONTEXT_CHARS), min(len(document.text), end_char + PLAIN_CONTEXT_CHARS)
 
 
-def passage_context(document: Document, start_char: int, end_char: int) -> dict[str, Any]:
-    """The page, section or text around `document.text[start_char:end_char]`, and where the passage lies in it.
+def passage_context(document: Document, start_char: int, end_char: int, page: int | None = None) -> dict[str, Any]:
+    """The page, section or text around `document.text[start_char:end_char]`, and where the passage lies in it;
+    with `page`, that page of a PDF's text (a passage over several pages: each of them in turn).
 
-    `text` is `document.text[offset:offset + len(text)]`; the passage is `text[mark_start:mark_end]`."""
+    `text` is `document.text[offset:offset + len(text)]`; the passage is `text[mark_start:mark_end]` (empty
+    when none of it is on `page`); `shown_page` is the page whose text it is (None: a section or surroundings)."""
     check_span(document, start_char, end_char)
-    begin, end = section_span(document, start_char, end_char)
+    if page is not None and not document.page_starts:
+        raise InputError(f"document {document.id!r} has no pages (it was not read from a PDF); leave out page")
+    begin, end = page_span(document, page) if page is not None else section_span(document, start_char, end_char)
+    shown_page = page if page is not None else \
+        (max(1, bisect_right(document.page_starts, start_char)) if document.page_starts else None)
     if end - begin > MAX_CONTEXT_CHARS:
         room = max(0, MAX_CONTEXT_CHARS - (end_char - start_char)) // 2
         begin = max(begin, start_char - room)
@@ -60,8 +66,8 @@ def passage_context(document: Document, start_char: int, end_char: int) -> dict[
     return {
         "doc_id": document.id, "title": document.title, "source": document.source,
         "page": location.page, "last_page": location.last_page, "pages": len(document.page_starts),
-        "section": location.section, "offset": begin, "text": document.text[begin:end],
-        "mark_start": max(start_char, begin) - begin, "mark_end": min(end_char, end) - begin,
+        "section": location.section, "shown_page": shown_page, "offset": begin, "text": document.text[begin:end],
+        "mark_start": min(max(start_char, begin), end) - begin, "mark_end": max(min(end_char, end), begin) - begin,
     }
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memorag.modes.base import describe_modes
 from memorag.pipeline import (
     MANIFEST,
     Answer,
@@ -43,7 +44,13 @@ from memorag.pipeline import (
     read_manifest,
 )
 from memorag.retrieval.chunking import Document
-from memorag.runtime.embedded import describe_memory_weights
+from memorag.runtime.embedded import (
+    EMBEDDED_EMBEDDER_NAME,
+    EMBEDDED_LM_NAME,
+    describe_memory_weights,
+    is_embedded_embedder,
+    is_embedded_lm,
+)
 from memorag.runtime.memtrim import release_memory
 from memorag.serve.guard import clip
 from memorag.serve.originals import Originals
@@ -84,6 +91,11 @@ def save_stamp(path: Path) -> tuple[int, ...] | None:
     return manifest.st_ino, manifest.st_size, manifest.st_mtime_ns
 
 
+def embedder_words(name: str | None) -> str:
+    """The embedder's name for people: the embedded one by its model's name."""
+    return EMBEDDED_EMBEDDER_NAME if name is None or is_embedded_embedder(name) else name
+
+
 class CorpusStore:
     """Corpora saved under `root`, asked through pipelines that share one set of models;
     `lock_wait`: seconds a write waits for another process writing the same corpus."""
@@ -98,6 +110,9 @@ class CorpusStore:
         self.settings = dict(settings or {})
         self.max_loaded = max_loaded
         self.lock_wait = lock_wait
+        # the names of models handed in (not loaded from the settings), for `describe_models`
+        self._given_names = {"memory_model": getattr(memory_model, "name", None),
+                             "generator": getattr(generator, "name", None)}
         self._models = MemoRAG(memory_model=memory_model, embedder=embedder, embedder_name=embedder_name,
                                generator=generator, **self.settings)
         self._loaded: OrderedDict[str, tuple[MemoRAG, tuple[int, ...] | None]] = OrderedDict()
@@ -152,14 +167,24 @@ class CorpusStore:
         return total
 
     def describe_models(self) -> dict[str, str]:
+        """The models in words: the memory model's base (the embedded one by its model's name), its weights,
+        the embedder, the retriever and the generator (`generator_is_memory_base`: the memory model's base
+        writes the answers, no generator was given)."""
         config = self._models.config
+        memory_base = self._given_names["memory_model"] or \
+            (EMBEDDED_LM_NAME if is_embedded_lm(config.memory_model) else str(config.memory_model))
         return {
-            "memory_model": str(config.memory_model or "embedded"),
+            "memory_model": memory_base,
             "memory_weights": describe_memory_weights(config.memory_model, config.memory_weights),
-            "embedder": self._models.embedder_name if config.retriever != "bm25" else "none (bm25)",
+            "embedder": embedder_words(self._models.embedder_name) if config.retriever != "bm25" else "none (bm25)",
             "retriever": config.retriever,
-            "generator": str(config.generator or "the memory model's base"),
+            "generator": self._given_names["generator"] or str(config.generator or memory_base),
+            "generator_is_memory_base": config.generator is None and self._given_names["generator"] is None,
         }
+
+    def describe_modes(self) -> list[dict[str, str | None]]:
+        """Each mode in words under this server's settings (`memorag.modes.base.describe_modes`)."""
+        return describe_modes(self._models.config)
 
     def _shared(self) -> dict[str, Any]:
         models = self._models
@@ -187,7 +212,7 @@ class CorpusStore:
         memory = manifest.get("memory") or {}
         return {"name": name, "documents": [document["id"] for document in manifest["documents"]],
                 "num_chunks": manifest["num_chunks"], "memory_tokens": memory.get("num_tokens", 0),
-                "loaded": name in self.loaded}
+                "memory_entries": memory.get("num_entries", 0), "loaded": name in self.loaded}
 
     def _existing(self, name: str) -> Path:
         path = self.path(name)
@@ -296,10 +321,11 @@ class CorpusStore:
                 return document
         raise CorpusNotFoundError(f"corpus {name!r} has no document {clip(doc_id)!r}; GET /corpora/{name} lists them")
 
-    def passage(self, name: str, doc_id: str, start_char: int, end_char: int) -> dict[str, Any]:
-        """The page, section or text around a passage of evidence (`memorag.serve.sources`), and whether
-        its pages can be shown as images (the PDF was kept)."""
-        context = passage_context(self.document(name, doc_id), start_char, end_char)
+    def passage(self, name: str, doc_id: str, start_char: int, end_char: int, page: int | None = None
+                ) -> dict[str, Any]:
+        """The page (`page`, or the passage's first), section or text around a passage of evidence
+        (`memorag.serve.sources`), and whether its pages can be shown as images (the PDF was kept)."""
+        context = passage_context(self.document(name, doc_id), start_char, end_char, page)
         context["page_images"] = bool(context["pages"]) and self.originals.path(name, doc_id).is_file()
         return context
 

@@ -79,6 +79,16 @@ class Page:
     def navigate(self, url: str) -> None:
         self.call("Page.navigate", url=url)
 
+    def type_text(self, selector: str, text: str) -> None:
+        """Focus the field `selector`, select what it holds and type `text` over it, as a user would (the
+        field fires `input`, and `change` when the focus leaves it)."""
+        self.evaluate(f"(f => {{ f.focus(); f.select(); }})(document.querySelector({json.dumps(selector)}))")
+        self.call("Input.insertText", text=text)
+
+    def focus(self, selector: str) -> None:
+        """Move the focus to `selector`, as a user's click there would (the field left fires `change`)."""
+        self.evaluate(f"document.querySelector({json.dumps(selector)}).focus()")
+
     def set_files(self, selector: str, paths: list[Path]) -> None:
         """Choose `paths` in the file input `selector`, as a user would."""
         root = self.call("DOM.getDocument")["root"]["nodeId"]

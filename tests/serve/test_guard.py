@@ -50,13 +50,22 @@ def test_a_foreign_page_or_host_cannot_overwrite_a_corpus(server):
     assert httpx.get(f"{url}/corpora", headers={"host": f"rebound.example:{port}"}).status_code == 403
     assert documents_of(url, "victim") == ["mine"]
 
-    # a page on the loopback names (any port) may, and may read the answer
-    local = httpx.post(f"{url}/corpora/victim/clues", json={"query": topic(0, 4)},
-                       headers={"origin": "http://localhost:3000"}, timeout=60)
-    assert local.status_code == 200 and local.headers["access-control-allow-origin"] == "http://localhost:3000"
-    ok_preflight = httpx.options(memorize, headers={"origin": "http://127.0.0.1:5173",
-                                                    "access-control-request-method": "POST"})
-    assert ok_preflight.status_code == 204 and "content-type" in ok_preflight.headers["access-control-allow-headers"]
+    # a page on another port of this machine may neither write nor read (the request: port 5555)
+    for other in ("http://127.0.0.1:5555", "http://localhost:3000", f"https://127.0.0.1:{port}"):
+        refused = httpx.post(memorize, content=attack, headers={**JSON, "origin": other})
+        assert refused.status_code == 403 and refused.json()["type"] == "ForbiddenOrigin", other
+        assert httpx.get(f"{url}/corpora", headers={"origin": other}).status_code == 403, other
+        assert httpx.options(memorize, headers={"origin": other, "access-control-request-method": "POST"}
+                             ).status_code == 403, other
+    assert httpx.post(f"{url}/corpora/made/memorize", json=DOCUMENTS,
+                      headers={"origin": "http://127.0.0.1:5555"}).status_code == 403
+    assert httpx.get(f"{url}/corpora/made").status_code == 404  # nothing was created
+    # the server's own page (scheme, host and port exactly) may, under each name it answers to
+    for own in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
+        host = own.removeprefix("http://")
+        local = httpx.post(f"{url}/corpora/victim/clues", json={"query": topic(0, 4)},
+                           headers={"origin": own, "host": host}, timeout=60)
+        assert local.status_code == 200 and "access-control-allow-origin" not in local.headers, own
     for host in (f"localhost:{port}", f"127.0.0.1:{port}", "[::1]", "LOCALHOST."):
         assert httpx.get(f"{url}/corpora", headers={"host": host}).status_code == 200, host
 
@@ -71,6 +80,47 @@ def test_allow_host_and_allow_origin_extend_the_list(tmp_path):
         assert httpx.get(f"{url}/corpora", headers={"origin": "https://app.example.com"}).status_code == 200
         assert httpx.get(f"{url}/corpora", headers={"origin": "https://app.example.com:444"}).status_code == 403
         assert httpx.get(f"{url}/corpora", headers={"origin": "http://app.example.com"}).status_code == 403
+
+
+def test_allow_origin_lets_a_page_on_another_port_write_and_read(tmp_path):
+    policy = AccessPolicy.for_address("127.0.0.1", 2**20, allow_origins=["http://127.0.0.1:5555",
+                                                                         "http://localhost:3000"])
+    with serving(fake_store(tmp_path / "store"), policy=policy) as url:
+        memorize = f"{url}/corpora/made/memorize"
+        for origin in ("http://127.0.0.1:5555", "http://localhost:3000"):
+            written = httpx.post(memorize, json={**DOCUMENTS, "overwrite": True}, headers={"origin": origin},
+                                 timeout=60)
+            assert written.status_code == 200 and written.headers["access-control-allow-origin"] == origin
+            preflight = httpx.options(memorize, headers={"origin": origin, "access-control-request-method": "POST"})
+            assert preflight.status_code == 204 and "content-type" in preflight.headers["access-control-allow-headers"]
+        assert documents_of(url, "made") == ["mine"]
+        # only those: another port, or the same port over https, is still refused
+        for origin in ("http://127.0.0.1:5556", "https://127.0.0.1:5555", "http://localhost:5555"):
+            assert httpx.post(memorize, json=DOCUMENTS, headers={"origin": origin}).status_code == 403, origin
+
+
+def test_every_reply_says_nosniff(server):
+    url, _ = server
+    assert httpx.post(f"{url}/corpora/a/memorize", json=DOCUMENTS, timeout=60).status_code == 200
+    replies = {
+        "json": httpx.get(f"{url}/corpora"),
+        "health": httpx.get(f"{url}/health"),
+        "not found": httpx.get(f"{url}/corpora/none"),
+        "no route": httpx.get(f"{url}/nowhere"),
+        "bad input": httpx.post(f"{url}/corpora/a/ask", json={"query": ""}),
+        "refused by the guard": httpx.post(f"{url}/corpora/a/ask", content=b"{}", headers={"origin": "null",
+                                                                                          **JSON}),
+        "wrong media type": httpx.post(f"{url}/corpora/a/ask", content=b"{}"),
+        "the page": httpx.get(f"{url}/"),
+        "its script": httpx.get(f"{url}/inspector.js"),
+    }
+    with httpx.stream("POST", f"{url}/corpora/a/ask", json={"query": topic(0, 4)}, timeout=60) as stream:
+        replies["event stream"] = stream
+        stream.read()
+    assert replies["not found"].status_code == 404 and replies["refused by the guard"].status_code == 403
+    assert replies["bad input"].status_code == 400 and replies["wrong media type"].status_code == 415
+    for kind, reply in replies.items():
+        assert reply.headers.get_list("x-content-type-options") == ["nosniff"], kind
 
 
 def test_the_api_key_guards_every_route_but_health(tmp_path):

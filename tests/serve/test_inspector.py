@@ -88,6 +88,7 @@ def test_an_uploaded_pdf_streams_progress_and_its_cited_page_is_rendered_marked(
                                                                                           - context["mark_start"]]
     image = httpx.get(f"{url}/corpora/docs/page", params={**where, "page": 2, "width": 600}, timeout=60)
     assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+    assert image.headers["x-content-type-options"] == "nosniff"
     assert int(image.headers["x-marked-boxes"]) >= 1 and image.headers["x-pages"] == "3"
     pixels = png_pixels(image.content)
     assert pixels.shape[1] == 600
@@ -164,6 +165,26 @@ def test_the_context_of_a_passage_is_its_page_section_or_surroundings_within_the
     assert len(whole["text"]) == MAX_CONTEXT_CHARS and whole["mark_start"] == 0
     with pytest.raises(Exception, match="not a span"):
         passage_context(middle, 10, 5)
+    with pytest.raises(Exception, match="has no pages"):
+        passage_context(middle, 10, 20, page=1)
+
+
+def test_a_passage_over_two_pages_is_shown_on_each_page_that_is_asked_for():
+    _, extracted = extract(pdf_bytes(PAGES), "book.pdf")
+    document = Document(id="book.pdf", text=extracted.text, page_starts=extracted.page_starts)
+    second = extracted.page_starts[1]
+    start, end = second - 25, second + 25
+    first_page = passage_context(document, start, end)
+    assert first_page["shown_page"] == 1 and first_page["page"] == 1 and first_page["last_page"] == 2
+    assert first_page["text"][first_page["mark_start"]:first_page["mark_end"]] == document.text[start:second]
+    page_two = passage_context(document, start, end, page=2)
+    assert page_two["shown_page"] == 2 and page_two["offset"] == second
+    assert page_two["text"] == document.text[second:extracted.page_starts[2]]
+    assert page_two["text"][page_two["mark_start"]:page_two["mark_end"]] == document.text[second:end]
+    page_three = passage_context(document, start, end, page=3)  # none of the passage is on it
+    assert page_three["shown_page"] == 3 and page_three["mark_start"] == page_three["mark_end"]
+    with pytest.raises(Exception, match="has 3 page"):
+        passage_context(document, start, end, page=4)
 
 
 def test_the_passage_is_found_on_its_page_by_its_letters_and_the_png_is_exact():
@@ -175,3 +196,35 @@ def test_the_passage_is_found_on_its_page_by_its_letters_and_the_png_is_exact():
     assert render_page(data, 1, on_page_two, width=300).marked == 0  # not on page 1
     pixels = np.random.default_rng(0).integers(0, 256, size=(7, 5, 3), dtype=np.uint8)
     assert np.array_equal(png_pixels(encode_png(pixels)), pixels)
+
+
+def test_the_modes_say_what_their_scores_mean_and_the_scores_are_that(server):
+    url, store = server
+    health = httpx.get(f"{url}/health").json()
+    notes = {note["name"]: note for note in health["mode_notes"]}
+    assert sorted(notes) == health["modes"]
+    for note in notes.values():
+        assert note["description"] and "\n" not in note["description"] and len(note["description"]) <= 100, note
+        assert note["score"] and "\n" not in note["score"], note
+    assert "1 / (60 + rank)" in notes["rag"]["score"] and notes["rag"]["order"].startswith("best first")
+    assert "1 / (1 + place)" in notes["memorag"]["score"] and notes["memorag"]["order"].startswith("in the order of")
+    assert notes["full"]["order"] is None and "always 0" in notes["full"]["score"]
+    assert health["models"]["generator"] == "fake-echo" and health["models"]["generator_is_memory_base"] is False
+
+    memorized = httpx.post(f"{url}/corpora/docs/memorize", json={"text": topic(0, 120)}, timeout=60).json()
+    corpus = httpx.get(f"{url}/corpora/docs").json()
+    assert corpus["memory_entries"] == store.pipeline("docs").memory.num_entries > 0
+    assert corpus["memory_tokens"] == memorized["memory_tokens"] > corpus["memory_entries"]
+    # what the notes say is what the numbers are: rag's 1 / (60 + rank) in the question's list, memorag's
+    # 1 / (1 + place) in the round-robin union, listed in the order each note names
+    rag = httpx.post(f"{url}/corpora/docs/ask", json={"query": topic(0, 6), "mode": "rag", "stream": False},
+                     timeout=60).json()["evidence"]
+    assert rag and all(item["score"] == round(1 / (60 + item["found_by"][0]["rank"]), 6) for item in rag)
+    assert [item["score"] for item in rag] == sorted((item["score"] for item in rag), reverse=True)
+    memorag = httpx.post(f"{url}/corpora/docs/ask", json={"query": topic(0, 6), "mode": "memorag",
+                                                          "stream": False}, timeout=60).json()["evidence"]
+    places = sorted(round(1 / item["score"]) - 1 for item in memorag)
+    assert places[0] == 0 and len(set(places)) == len(places)  # the first taken scores 1.000, each place once
+    assert memorag and all(item["score"] == round(1 / (1 + place), 6) for item, place in
+                           zip(sorted(memorag, key=lambda item: -item["score"]), places, strict=True))
+    assert [item["start_char"] for item in memorag] == sorted(item["start_char"] for item in memorag)

@@ -45,6 +45,33 @@ def test_serve_refuses_unsafe_or_bad_options_before_loading_models(tmp_path, mon
     assert message in error and "loading the models" not in error, error
 
 
+def test_allow_origin_is_repeatable_and_the_only_way_past_the_own_origin():
+    from memorag.commands.main import build_parser
+    from memorag.serve.command import access_policy, serve_options
+
+    def policy(*argv: str):
+        args = build_parser().parse_args(["serve", "--store", "corpora", *argv])
+        limits, key = serve_options(args)
+        return access_policy(args, limits, key)
+
+    default = policy()
+    assert default.origins == frozenset() and not default.origin_allowed("http://127.0.0.1:5555")
+    assert default.own_origin("http://127.0.0.1:8000", "http", "127.0.0.1:8000")
+    assert not default.own_origin("http://127.0.0.1:5555", "http", "127.0.0.1:8000")
+    allowed = policy("--allow-origin", "http://127.0.0.1:5555", "--allow-origin", "HTTPS://App.Example.com:443")
+    assert allowed.origins == {"http://127.0.0.1:5555", "https://app.example.com"}
+    assert allowed.origin_allowed("http://127.0.0.1:5555") and not allowed.origin_allowed("http://127.0.0.1:5556")
+
+
+def test_serve_help_is_true_about_batching():
+    from memorag.commands.main import build_parser
+
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+    assert "one request at a time" not in " ".join(serve.format_help().split())
+    assert "up to --batch-size requests (8) run at once" in serve.description
+    assert next(action for action in serve._actions if action.dest == "batch_size").default == 8
+
+
 def test_the_startup_line_says_how_the_server_is_exposed():
     hosts = frozenset({"localhost", "127.0.0.1", "::1"})
     assert "this machine only (loopback); no API key" in exposure("127.0.0.1", 8000, None, hosts)

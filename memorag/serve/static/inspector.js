@@ -3,7 +3,9 @@
 // put into the page with textContent (through `el`), never as HTML: a document that holds markup shows it.
 "use strict";
 
-const state = { key: sessionStorage.getItem("memorag-key") || "", limits: null, corpus: "" };
+// `named`: the user has typed or chosen a corpus name; from then on the page never changes it
+const state = { key: sessionStorage.getItem("memorag-key") || "", limits: null, named: false, shownPage: 0,
+  modeNotes: {} };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, props = {}, ...children) {
@@ -80,29 +82,47 @@ async function loadHealth() {
   const health = await api("/health");
   state.limits = health.limits;
   const models = health.models;
-  $("server-status").textContent = `memory ${models.memory_model} · retriever ${models.retriever} · ` +
-    `generator ${models.generator} · ${health.pending} job(s) running or queued`;
+  const found = models.retriever === "bm25" ? "BM25" : `${models.retriever} retrieval with ${models.embedder}`;
+  const writer = models.generator_is_memory_base ? `${models.generator} (the memory model's base)` : models.generator;
+  $("server-status").textContent = `memory model: ${models.memory_model} (memory weights: ${models.memory_weights}) · ` +
+    `passages found by ${found} · answers written by ${writer} · ${health.pending} request(s) running or queued`;
+  state.modeNotes = Object.fromEntries((health.mode_notes || []).map((note) => [note.name, note]));
+  const label = (mode) => (state.modeNotes[mode] ? `${mode}: ${state.modeNotes[mode].description}` : mode);
   for (const [select, chosen] of [[$("mode-a"), "memorag"], [$("mode-b"), "rag"]]) {
-    select.replaceChildren(...health.modes.map((mode) => el("option", { value: mode }, mode)));
+    select.replaceChildren(...health.modes.map((mode) => el("option", { value: mode }, label(mode))));
     select.value = health.modes.includes(chosen) ? chosen : health.modes[0];
   }
 }
 
-async function loadCorpora() {
-  const { corpora } = await api("/corpora");
-  $("corpus-names").replaceChildren(...corpora.map((corpus) => el("option", { value: corpus.name })));
-  if (corpora.length && !corpora.some((corpus) => corpus.name === $("corpus-name").value)) {
-    $("corpus-name").value = corpora[0].name;
-  }
-  showCorpus(corpora.find((corpus) => corpus.name === $("corpus-name").value));
+function corpusName() {
+  return $("corpus-name").value.trim();
 }
 
-function showCorpus(corpus) {
-  state.corpus = corpus ? corpus.name : "";
-  $("corpus-shown").textContent = corpus ? corpus.name : $("corpus-name").value || "—";
+// The corpus list, for the name field's suggestions and the documents shown. A name the server does not
+// know is a corpus still to be memorized and is kept; only when the page opens, before the user has named
+// one, is the default name replaced by the first corpus there is.
+async function loadCorpora({ offerFirst = false } = {}) {
+  const { corpora } = await api("/corpora");
+  $("corpus-names").replaceChildren(...corpora.map((corpus) => el("option", { value: corpus.name })));
+  if (offerFirst && !state.named && corpora.length && !corpora.some((corpus) => corpus.name === corpusName())) {
+    $("corpus-name").value = corpora[0].name;
+  }
+  const name = corpusName();
+  showCorpus(name, corpora.find((corpus) => corpus.name === name));
+}
+
+function showCorpus(name, corpus) {
+  $("corpus-shown").textContent = name || "—";
   const items = corpus ? corpus.documents.map((doc) => el("li", {}, doc)) : [el("li", { class: "muted" }, "none yet")];
-  if (corpus) items.push(el("li", { class: "muted" }, `${corpus.num_chunks} chunks · ${corpus.memory_tokens} memory tokens`));
+  if (corpus) items.push(el("li", { class: "muted" }, `${corpus.num_chunks.toLocaleString()} chunks · ${memorySize(corpus)}`));
   $("documents").replaceChildren(...items);
+}
+
+function memorySize(corpus) {
+  // in the command line's words (`memorag memorize`, `memorag demo`)
+  if (!corpus.memory_tokens) return "no memory (this corpus was memorized without one)";
+  return `memory: ${corpus.memory_tokens.toLocaleString()} tokens read into ` +
+    `${(corpus.memory_entries || 0).toLocaleString()} entries per layer`;
 }
 
 // ---- uploading --------------------------------------------------------------------------------
@@ -132,7 +152,7 @@ function showRefusals(files, message) {
 }
 
 async function memorize() {
-  const name = $("corpus-name").value.trim();
+  const name = corpusName();
   const files = [...$("files").files];
   $("refusals").replaceChildren();
   if (!name || !files.length) {
@@ -163,7 +183,7 @@ async function memorize() {
     const added = report.added.length ? `added ${report.added.join(", ")}` : "nothing new";
     const skipped = report.skipped.length ? `; already there: ${report.skipped.join(", ")}` : "";
     setProgress(`Memorized into ${name}: ${added}${skipped}.`, 1);
-    showCorpus(report.corpus);
+    if (corpusName() === name) showCorpus(name, report.corpus);
     await loadCorpora();
   } catch (error) {
     setProgress("Refused: nothing was memorized.", null);
@@ -191,16 +211,71 @@ function fetchedBy(item, clues) {
   return indices.map((index) => chip(index, label(index), index === 0 ? "the question itself" : clues[index - 1] || ""));
 }
 
+// Words of at least three letters that say something (not "the", "and"...), lower-case.
+const COMMON = new Set(("the and for are but not you all any can had her was one our out has his how its may new " +
+  "now see two who did get let say she too use what when where which while why with from that this there " +
+  "these those they them then than into onto over also does have been were will would should could about " +
+  "after before other some such only very more most much many each every your their").split(" "));
+
+function wordsOf(text) {
+  return new Set((String(text).toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) || []).filter((word) => !COMMON.has(word)));
+}
+
+// The passage's text with the words of the queries that fetched it marked (as text nodes and <mark>s).
+function markedPassage(text, words) {
+  const nodes = [];
+  let last = 0;
+  for (const match of text.matchAll(/[\p{L}\p{N}]+/gu)) {
+    if (!words.has(match[0].toLowerCase())) continue;
+    if (match.index > last) nodes.push(text.slice(last, match.index));
+    nodes.push(el("mark", { class: "hit" }, match[0]));
+    last = match.index + match[0].length;
+  }
+  if (last < text.length) nodes.push(text.slice(last));
+  return nodes;
+}
+
+// Scroll a passage's preview so that its densest run of marked words (the most marks within about three
+// lines) is in the middle of the box: the part that matched is in sight, not cut off below.
+function centreOnMatch(preview) {
+  const marks = [...preview.querySelectorAll("mark.hit")];
+  if (!marks.length || preview.scrollHeight <= preview.clientHeight) return;
+  const lineHeight = marks[0].offsetHeight || 16;
+  let best = marks[0];
+  let bestCount = 0;
+  for (const mark of marks) {
+    const count = marks.filter((other) => Math.abs(other.offsetTop - mark.offsetTop) <= 1.5 * lineHeight).length;
+    if (count > bestCount) [best, bestCount] = [mark, count];
+  }
+  preview.scrollTop = Math.max(0, best.offsetTop - (preview.clientHeight - best.offsetHeight) / 2);
+}
+
+function renderLegend(run) {
+  const note = state.modeNotes[run.dataset.mode];
+  const legend = run.querySelector(".legend");
+  if (!note) { legend.textContent = ""; return; }
+  legend.replaceChildren(note.order ? `Listed ${note.order}. ` : "", el("strong", {}, "Score: "), `${note.score}.`);
+}
+
 function renderEvidence(run, evidence, clues) {
+  renderLegend(run);
+  const query = run.dataset.query || "";
   run.querySelector(".evidence").replaceChildren(...evidence.map((item) => {
     const cite = el("button", { type: "button", class: "cite", onclick: () => openSource(run.dataset.corpus, item) },
       item.citation || item.doc_id);
-    const score = el("span", { class: "score", title: "retrieval score" }, Number(item.score).toFixed(3));
+    const note = state.modeNotes[run.dataset.mode];
+    const score = el("span", { class: "score", title: note ? `score: ${note.score}` : "retrieval score" },
+      Number(item.score).toFixed(3));
     const chips = fetchedBy(item, clues);
     const by = el("span", { class: "fetched-by" }, chips.length ? el("span", { class: "muted" }, "fetched by") : null,
       ...chips);
-    return el("li", {}, el("div", { class: "evidence-head" }, cite, score, by), el("p", { class: "passage" }, item.text));
+    const fetchers = Array.isArray(item.queries) ? item.queries : [0];
+    const words = wordsOf(fetchers.map((index) => (index === 0 ? query : clues[index - 1] || "")).join(" "));
+    const preview = el("p", { class: "passage", title: "words of the question and of the clues that fetched " +
+      "it are marked; the preview is scrolled to where most of them are" }, ...markedPassage(String(item.text), words));
+    return el("li", {}, el("div", { class: "evidence-head" }, cite, score, by), preview);
   }));
+  requestAnimationFrame(() => run.querySelectorAll(".passage").forEach(centreOnMatch));
 }
 
 function renderTimings(run, timings, firstToken) {
@@ -252,7 +327,7 @@ async function askOne(corpus, query, mode, run) {
 
 async function ask(event) {
   event.preventDefault();
-  const corpus = $("corpus-name").value.trim();
+  const corpus = corpusName();
   const query = $("query").value.trim();
   if (!corpus || !query) return;
   const modes = [$("mode-a").value];
@@ -261,6 +336,7 @@ async function ask(event) {
     const run = $("run-template").content.firstElementChild.cloneNode(true);
     run.dataset.corpus = corpus;
     run.dataset.mode = mode;
+    run.dataset.query = query;
     run.querySelector(".run-mode").textContent = mode;
     run.querySelector(".run-state").textContent = "queued";
     return run;
@@ -276,20 +352,46 @@ async function ask(event) {
 
 // ---- the source of a passage -------------------------------------------------------------------
 
-async function showPage(corpus, item, page) {
+function passageQuery(item, extra = {}) {
+  return new URLSearchParams({ doc: item.doc_id, start: item.start_char, end: item.end_char, ...extra });
+}
+
+function markOpenPage(page) {
+  for (const button of $("viewer-pages").querySelectorAll("button")) {
+    const open = Number(button.dataset.page) === page;
+    button.classList.toggle("current", open);
+    if (open) button.setAttribute("aria-current", "page");
+    else button.removeAttribute("aria-current");
+  }
+}
+
+// Page `page` of a cited PDF: its image with the passage marked, and its text beside it (`context`: that
+// page's text, when the caller has it). A page chosen while another is still loading wins.
+async function showPage(corpus, item, page, context = null) {
   const image = $("page-image");
   const status = $("viewer-page-status");
+  const asked = ++state.shownPage;
+  markOpenPage(page);
   status.textContent = `rendering page ${page}…`;
-  const query = new URLSearchParams({ doc: item.doc_id, page, start: item.start_char, end: item.end_char,
+  const query = passageQuery(item, { page,
     width: Math.min(1400, Math.max(400, Math.round($("viewer-page").clientWidth * devicePixelRatio))) });
-  const response = await fetch(`/corpora/${encodeURIComponent(corpus)}/page?${query}`, { headers: headers(false) });
+  const [response, text] = await Promise.all([
+    fetch(`/corpora/${encodeURIComponent(corpus)}/page?${query}`, { headers: headers(false) }),
+    context ? Promise.resolve(context)
+      : api(`/corpora/${encodeURIComponent(corpus)}/passage?${passageQuery(item, { page })}`).catch((error) => error),
+  ]);
+  if (asked !== state.shownPage) return;
+  if (text instanceof Error) $("viewer-text").replaceChildren("cannot show the page's text: " + text.message);
+  else showText(text);
   if (!response.ok) {
     status.textContent = (await failure(response)).message;
     return;
   }
   const marked = Number(response.headers.get("X-Marked-Boxes") || 0);
+  const blob = await response.blob();
+  if (asked !== state.shownPage) return;
   if (image.src) URL.revokeObjectURL(image.src);
-  image.src = URL.createObjectURL(await response.blob());
+  image.src = URL.createObjectURL(blob);
   image.alt = `page ${page} of ${item.doc_id}`;
   image.hidden = false;
   image.dataset.page = page;
@@ -302,11 +404,13 @@ function showText(context) {
   const before = text.slice(0, context.mark_start);
   const passage = text.slice(context.mark_start, context.mark_end);
   const after = text.slice(context.mark_end);
-  const heading = context.page ? `Text of page ${context.page}` :
+  const heading = context.shown_page ? `Text of page ${context.shown_page}` :
     context.section.length ? `Section ${context.section.join(" › ")}` : "Text around the passage";
-  $("viewer-text-heading").textContent = heading;
-  $("viewer-text").replaceChildren(before, el("mark", {}, passage), after);
-  $("viewer-text").querySelector("mark").scrollIntoView({ block: "center" });
+  $("viewer-text-heading").textContent = passage ? heading : `${heading} (the passage is not on it)`;
+  $("viewer-text").dataset.page = context.shown_page || "";
+  $("viewer-text").replaceChildren(before, ...(passage ? [el("mark", {}, passage)] : []), after);
+  const mark = $("viewer-text").querySelector("mark");
+  if (mark) mark.scrollIntoView({ block: "center" });
 }
 
 async function openSource(corpus, item) {
@@ -319,16 +423,16 @@ async function openSource(corpus, item) {
   $("viewer-page-status").textContent = "";
   $("viewer-text").replaceChildren("loading…");
   try {
-    const query = new URLSearchParams({ doc: item.doc_id, start: item.start_char, end: item.end_char });
-    const context = await api(`/corpora/${encodeURIComponent(corpus)}/passage?${query}`);
+    const context = await api(`/corpora/${encodeURIComponent(corpus)}/passage?${passageQuery(item)}`);
+    state.shownPage += 1;  // a page of the source opened before this one is not shown over it
     showText(context);
     viewer.classList.toggle("with-page", context.page_images);
     if (context.page_images) {
       const pages = [];
       for (let page = context.page; page <= (context.last_page || context.page); page += 1) pages.push(page);
       $("viewer-pages").replaceChildren(...pages.map((page) =>
-        el("button", { type: "button", onclick: () => showPage(corpus, item, page) }, `page ${page}`)));
-      await showPage(corpus, item, context.page);
+        el("button", { type: "button", data: { page }, onclick: () => showPage(corpus, item, page) }, `page ${page}`)));
+      await showPage(corpus, item, context.page, context);
     } else if (context.pages) {
       $("viewer-page-status").textContent = "the PDF itself was not kept, so its page is shown as text";
     }
@@ -344,7 +448,8 @@ async function start() {
   $("memorize").addEventListener("click", memorize);
   $("ask-form").addEventListener("submit", ask);
   $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; });
-  $("corpus-name").addEventListener("change", () => loadCorpora().catch(() => {}));
+  $("corpus-name").addEventListener("input", () => { state.named = true; });
+  $("corpus-name").addEventListener("change", () => { state.named = true; loadCorpora().catch(() => {}); });
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
     state.key = $("api-key").value;
@@ -358,7 +463,7 @@ async function start() {
 async function connect() {
   try {
     await loadHealth();
-    await loadCorpora();
+    await loadCorpora({ offerFirst: true });
     document.body.dataset.ready = "true";
   } catch (error) {
     $("server-status").textContent = "cannot reach the server's API: " + error.message;
