@@ -170,3 +170,19 @@ def test_no_gold_answer_of_the_tunable_hotpotqa_rows_is_flagged():
                if no_answer_reason(row["question"], reply) is not None]
     assert len(rows) == HOTPOTQA_TRAIN_ROWS
     assert [question.strip() for question, _ in flagged] == [GOLD_THAT_ADDS_NOTHING], flagged[:5]
+
+
+def test_python_s_ask_passes_no_piece_of_a_reworded_echo_and_says_why():
+    """`MemoRAG.ask` (over FAKE models) streams its answer through the gate: `on_text` gets nothing of a
+    reworded echo, the whole of an answer, and `Answer` says which it was."""
+    from memorag.retrieval import Document
+    from tests.pipeline.conftest import FakeEchoGenerator, make_rag
+
+    question = "What is ASN1_MAX_NAME_SIZE?"
+    for reply, shown, reason in [("What's ASN1_MAX_NAME_SIZE?", "", REPEATS_QUESTION),
+                                 ("ASN1_MAX_NAME_SIZE is 64.", "ASN1_MAX_NAME_SIZE is 64. ", None)]:
+        rag = make_rag(generator=FakeEchoGenerator(reply), mode="rag")
+        rag.memorize(Document(id="manual", title="", text="The limit is sixty-four characters."), with_memory=False)
+        pieces: list[str] = []
+        answer = rag.ask(question, on_text=pieces.append)
+        assert "".join(pieces) == shown and answer.no_answer == reason and answer.answered is (reason is None)

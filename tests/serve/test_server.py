@@ -179,3 +179,25 @@ def test_malformed_memorize_bodies_are_refused(server, body):
     url, _ = server
     response = httpx.post(f"{url}/corpora/c/memorize", json=body)
     assert response.status_code == 400 and response.json()["type"] == "InputError"
+
+
+@pytest.mark.parametrize("reply", ["What's the name of the word list?", "Not in the evidence."])
+def test_a_reworded_echo_or_a_refusal_streams_no_token_and_says_no_answer(tmp_path, reply):
+    """The server reads the judgement `MemoRAG.ask` makes in the answer stream: no token of a reworded
+    echo or of a refusal is sent, and the answer event says why it is none."""
+    from tests.pipeline.conftest import FakeEchoGenerator
+
+    with serving(fake_store(tmp_path / "store", generator=FakeEchoGenerator(reply))) as url:
+        assert memorize(url, "books").status_code == 200
+        question = "What is the name of the word list?"
+        with httpx.stream("POST", f"{url}/corpora/books/ask", json={"query": question, "mode": "rag"},
+                          timeout=60) as response:
+            events = read_events(response)
+        plain = httpx.post(f"{url}/corpora/books/ask", json={"query": question, "mode": "rag", "stream": False},
+                           timeout=60).json()
+    assert [event for event, _ in events if event == "token"] == []
+    answer = events[-1][1]
+    assert answer["answered"] is False and answer["answer"] == reply
+    assert answer["no_answer"] == ("repeats the question" if reply.startswith("What") else
+                                   "says the evidence does not answer")
+    assert plain["answered"] is False and plain["no_answer"] == answer["no_answer"]
