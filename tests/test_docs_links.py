@@ -78,6 +78,17 @@ def test_the_built_site_check_names_each_broken_src_and_href_with_its_page(tmp_p
     ]
 
 
+def test_paths_from_the_root_start_at_the_sites_address(tmp_path):
+    site = _site(tmp_path, '<h2 id="the-inspector">The inspector</h2>\n'
+                           '<link href="/memorag-open/images/phone.png"> <a href="/memorag-open/">home</a>\n'
+                           '<a href="/images/phone.png">elsewhere on the host</a>')
+    assert built_links.broken_links(site, "/memorag-open/") == [
+        "serving/index.html:3: href='/images/phone.png' points outside the site"]
+    assert built_links.broken_links(site) == [
+        "serving/index.html:2: href='/memorag-open/images/phone.png' names no file of the site",
+        "serving/index.html:2: href='/memorag-open/' names no file of the site"]
+
+
 def test_a_broken_link_fails_the_build(tmp_path):
     from mkdocs.exceptions import PluginError
 

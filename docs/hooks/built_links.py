@@ -4,8 +4,8 @@ MkDocs checks the links it rewrites from Markdown, but not a path written in raw
 hook writes; a wrong one (an `<img src>` relative to the page's Markdown file rather than its built URL)
 is a broken image on the published site. So the built HTML is read back: each `src` and `href` that is
 not an address elsewhere (`https:`, `mailto:`, `data:`, `//host`) must name a file under the site folder
-(a folder stands for its `index.html`), and a `#fragment` on an HTML page must be an `id` (or an `<a name>`)
-of that page. Nothing is fetched. A fault fails the build with each broken link and the page it is on.
+(a folder stands for its `index.html`; a path from the root starts at the site's address, `site_url`),
+and a `#fragment` on an HTML page must be an `id` (or an `<a name>`) of that page. Nothing is fetched. A fault fails the build with each broken link and the page it is on.
 
     python docs/hooks/built_links.py site      # the same check on a built site folder
 """
@@ -51,9 +51,13 @@ def _is_elsewhere(value: str) -> bool:
     return bool(parts.scheme) or value.startswith("//")
 
 
-def broken_links(site: str | Path) -> list[str]:
-    """Each `src`/`href` in the HTML under `site` that names a missing file or id, as 'page:line: ...'."""
+def broken_links(site: str | Path, root: str = "/") -> list[str]:
+    """Each `src`/`href` in the HTML under `site` that names a missing file or id, as 'page:line: ...'.
+
+    `root` is the path the site is served under (`/memorag-open/` for https://host/memorag-open/).
+    """
     site = Path(site).resolve()
+    root = f"/{root.strip('/')}/".replace("//", "/")
     pages = {page: _parse(page) for page in sorted(site.rglob("*.html"))}
     problems = []
     for page, parsed in pages.items():
@@ -66,7 +70,8 @@ def broken_links(site: str | Path) -> list[str]:
             if not path:
                 target = page
             elif path.startswith("/"):
-                target = (site / path.lstrip("/")).resolve()
+                within = (path + "/").startswith(root)  # a root path outside the site's own is outside it
+                target = (site / path[len(root):]).resolve() if within else site.parent
             else:
                 target = (page.parent / path).resolve()
             if target.is_dir():
@@ -83,7 +88,7 @@ def broken_links(site: str | Path) -> list[str]:
 def on_post_build(config, **kwargs) -> None:
     from mkdocs.exceptions import PluginError
 
-    problems = broken_links(config["site_dir"])
+    problems = broken_links(config["site_dir"], urlsplit(config.get("site_url") or "").path or "/")
     if problems:
         raise PluginError(f"{len(problems)} link(s) of the built site lead nowhere:\n  " + "\n  ".join(problems))
 
