@@ -110,7 +110,9 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 # The documentation site (mkdocs.yml) into site/, warnings as errors: a broken link, a missing page or
-# anchor, or an API reference that does not resolve fails the build. `$(VENV)/bin/mkdocs serve` previews it.
+# anchor, or an API reference that does not resolve fails the build, and so does a `src` or `href` of the
+# built HTML that leads to no file or id of the site (docs/hooks/built_links.py).
+# `$(VENV)/bin/mkdocs serve` previews it.
 # The site's figures are drawn during the build from the committed records (docs/hooks/figures.py);
 # NO_MKDOCS_2_WARNING silences Material's banner about its successor, so the build prints only its own lines.
 docs: setup

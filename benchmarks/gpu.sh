@@ -19,7 +19,7 @@
 # A device budget of 15 minutes (the machine's start included) holds part of the set only. The points
 # not yet measured on an H100 (the compiled clue batch, compiled windows' memorize and training steps)
 # are ONLY="decode-7b memorize-7b-compiled train-7b-compiled train-135m-compiled" (not yet run as one
-# command, so its time is not measured; the H200 leases' parts of it: results/benchmarks/compiled-windows-2026-11-26/).
+# command, so its time is not measured; the H200 runs' parts of it: results/benchmarks/compiled-windows-2026-11-26/).
 # The 135M training steps run 1, 4 and 16 sequences per step (16 is where 50,000 tokens/s held).
 # DRY_RUN=1 prints the benchmark commands instead of running them (tests/benchmarks/test_gpu_set.py).
 # ONLY="decode-7b memorize-7b" runs only the steps named (the names of the logs below) in both trees.
@@ -47,7 +47,7 @@ run_set() {  # run_set TREE DEST: the GPU set with TREE's scripts, JSON and logs
             return
         fi
         echo "== $name ($tree)"
-        # a failing step is recorded and the set goes on (one crash must not cost a lease the rest)
+        # a failing step is recorded and the set goes on (one crash must not cost a time-boxed run the rest)
         PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$tree/benchmarks/$script" "${COMMON[@]}" "$@" \
             2>&1 | tee "$dest/$name.log" || echo "== $name FAILED (rc ${PIPESTATUS[0]}): see $dest/$name.log"
     }

@@ -1,10 +1,11 @@
 """The documentation site's pages: user pages carry no engineering logs, and every link lands.
 
-User pages are those of the site's Get started, Tutorials, Concepts, Guides and Reference sections
-(read from mkdocs.yml's nav): they name no GPU lease, no `$OUT`, no temporary folder and no commit
-hash; those belong to the Contributors section. A link from any page (or from the README and
-CONTRIBUTING.md, which the site shows) to a page, an anchor or a repository file must exist. The
-strict build checks the same links; this test names every fault at once, in seconds, without a build.
+User pages are the home page and those of the site's Get started, Tutorials, Concepts, Guides, Results
+and Reference sections (read from mkdocs.yml's nav): they name no GPU lease (not even in a record's
+path), no `$OUT`, no temporary folder and no commit hash; those belong to the Contributors section.
+A link from any page (or from the README and CONTRIBUTING.md, which the site shows) to a page, an
+anchor or a repository file must exist. The strict build checks the same links; this test names every
+fault at once, in seconds, without a build.
 """
 
 from __future__ import annotations
@@ -18,18 +19,20 @@ from markdown.extensions.toc import slugify
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-USER_SECTIONS = ("Get started", "Tutorials", "Concepts", "Guides", "Reference")
+USER_SECTIONS = ("Home", "Get started", "Tutorials", "Concepts", "Guides", "Results", "Reference")
 GENERATED = {"index.md": ROOT / "README.md", "contributing.md": ROOT / "CONTRIBUTING.md"}
 WRITTEN_BY_HOOKS = {DOCS / "reference" / "cli.md", DOCS / "changelog.md"}  # docs/hooks/ write them at build time
 LINK = re.compile(r"(?<!!)\[(?:[^\]]+)\]\((?P<target>[^)\s]+)\)|!\[[^\]]*\]\((?P<image>[^)\s]+)\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
-# What a user page must not say: a lease, the device tool's output folder, a temporary folder, a
+# What a user page must not say: a lease (anywhere), the device tool's output folder, a temporary folder, a
 # commit hash (7-40 hex digits holding a digit and a letter). Code spans that are repository paths
-# (`results/benchmarks/lease-h200-2026-11-26/`) are names of records, not logs, and are left out.
+# (`results/benchmarks/gpu-h100-2026-11-25/`) are names of records, not logs, and are left out, except
+# that no part of a user page, a path included, says "lease" (users say a time-boxed run).
 ENGINEERING_LOG = re.compile(
-    r"\blease[sd]?\b|\$OUT\b|(?<![\w.])/tmp/|(?<![\w/.-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])",
+    r"\$OUT\b|(?<![\w.])/tmp/|(?<![\w/.-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])",
     re.IGNORECASE)
 REPOSITORY_PATH_SPAN = re.compile(r"`[\w.-]+/[^`\s]*`")
+LEASE = re.compile(r"(?<![a-z])lease", re.IGNORECASE)  # not "release" or "please"
 
 
 class _Loader(yaml.SafeLoader):
@@ -69,6 +72,7 @@ def prose(text: str) -> str:
 def log_mentions(text: str) -> list[tuple[int, str]]:
     found = []
     for number, line in enumerate(prose(text).splitlines(), start=1):
+        found += [(number, match.group(0)) for match in LEASE.finditer(line)]
         line = REPOSITORY_PATH_SPAN.sub("", re.sub(r"\]\([^)\s]*\)", "]", line))  # link targets are file names
         found += [(number, match.group(0)) for match in ENGINEERING_LOG.finditer(line)]
     return found
@@ -125,9 +129,10 @@ def broken_links(source: Path, base: Path) -> list[str]:
 
 
 def test_the_checks_find_what_they_look_for(tmp_path):
-    text = ("Run `results/benchmarks/lease-h200-2026-11-26/` again.\nThe lease ended; see $OUT/gpu and\n"
-            "/tmp/main-67f4846 at commit 9dc8ed4, not 1,024 tokens or 2026-11-28.\n")
-    assert [word for _, word in log_mentions(text)] == ["lease", "$OUT", "/tmp/", "9dc8ed4"]
+    text = ("Run `results/benchmarks/gpu-h100-2026-11-25/` again.\nThe lease ended; see $OUT/gpu and\n"
+            "/tmp/main-67f4846 at commit 9dc8ed4, not 1,024 tokens or 2026-11-28.\n"
+            "Read [the record](../results/benchmarks/lease-h200-2026-11-26/NOTE.md), released, please.\n")
+    assert log_mentions(text) == [(2, "lease"), (2, "$OUT"), (3, "/tmp/"), (3, "9dc8ed4"), (4, "lease")]
     page = tmp_path / "page.md"
     page.write_text("# A title\n\n## Some part\n\n[ok](#some-part) [bad](#other) [gone](gone.md) "
                     "[self](page.md#a-title)\n```\n[skipped](nowhere.md)\n```\n")

@@ -8,7 +8,7 @@ Each sample is a generated task's context, the `memorag:qa` mode's instruction w
 its answers as the target, from seeds far from the evaluation's (memorag/training/data/longrange_sft.py). 2,000
 samples took 20 s and 21 MB on 2 CPU cores (lengths counted approximately, in words). Mix it
 into clue SFT beside the HotpotQA samples: `data.files=[runs/data/sft/hotpotqa_train_x1.jsonl,
-runs/data/sft/longrange_train.jsonl]` (docs/training.md: "Long-range QA" under Data; docs/contributors/gpu-leases.md: "The next lease").
+runs/data/sft/longrange_train.jsonl]` (docs/training.md: "Long-range QA" under Data; docs/contributors/timeboxed-gpu-runs.md: "The next run").
 """
 
 import argparse

@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
                         help="--to-folder: store the weights in this precision (default: as saved)")
     parser.add_argument("--base", help="--to-folder: the base model to record (checked to have the recorded shape), "
-                                       "when training read an exact copy of it from a folder, as a GPU lease does")
+                                       "when training read an exact copy of it from a folder, as a time-boxed GPU run does")
     parser.add_argument("--run", action="append", default=[],
                         help="--to-folder: a training run's output folder whose config and log to copy (repeatable)")
     parser.add_argument("--license", help="license id for the card's metadata, e.g. apache-2.0")

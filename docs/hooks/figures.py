@@ -149,7 +149,8 @@ FIGURES = (
            "project: eager on one NVIDIA H100 80GB HBM3, 2026-11-25 (`results/benchmarks/gpu-h100-2026-11-25/"
            "memorize-7b.json`), and through compiled windows on one NVIDIA H200, 2026-11-26 "
            "(`results/benchmarks/compiled-windows-2026-11-26/`, call1 and call3). The public beacon code's "
-           "times are the figures the GPU-speed issue quoted (one H100, 2026-11-24), not measured here.",
+           "times were measured once, on one H100 on 2026-11-24 (transformers 4.47.1), and have no record "
+           "under `results/`; they are not re-measured here.",
            draw_memorize_time),
     Figure("compression-ratio", "Memory size and quality against the compression ratio",
            "Left: bytes of memory per input token, the plain key-value cache's size (from `benchmarks/memorize.py`'s "

@@ -1,4 +1,4 @@
-"""Files in hashed parts of bounded size: how a lease's inputs go to a device and its results come back.
+"""Files in hashed parts of bounded size: how a time-boxed run's inputs go to a GPU machine and its results come back.
 
 A bundle is one tar of named files (xz-compressed or stored), cut into parts of at most
 `part_bytes` beside a manifest (`NAME.manifest.json`) that records each part's size and

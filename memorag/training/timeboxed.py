@@ -1,14 +1,16 @@
-"""Training within one GPU lease: inputs in parts, a background run on a clock, results in parts.
+"""Training within one time-boxed GPU run: inputs in parts, a background run on a clock, results in parts.
 
-A lease lends one device for at most 30 minutes, 10 per command, with a working tree of at
-most 64 MiB sent each command and at most 8 files of 16 MiB brought back; files written
-beside the tree persist, and a `setsid` process keeps running, while the device is held.
-docs/contributors/gpu-leases.md gives the command sequence; this module is
-what `train/lease.py` runs:
+A time-boxed run has a GPU machine for a fixed time, as a SLURM job has its time limit or a spot
+or on-demand instance its rented hours; this driver is built for a tight one: at most 30 minutes
+on the machine, 10 per command, a working tree of at most 64 MiB sent each command and at most
+8 files of 16 MiB brought back; files written beside the tree persist, and a `setsid` process
+keeps running, while the machine is held.
+docs/contributors/timeboxed-gpu-runs.md gives the command sequence; this module is
+what `train/timeboxed.py` runs:
 
-- `receive` copies the parts a command carried into the lease folder (they persist);
+- `receive` copies the parts a command carried into the run's folder (they persist);
 - `assemble` checks and joins them: the base (`base_pack`), the data (extracted into the
-  working tree, where the configs' paths point) and, when given, an earlier lease's results (its checkpoints resume);
+  working tree, where the configs' paths point) and, when given, an earlier run's results (its checkpoints resume);
 - `start` runs `drive` in a new session: stage 1 for its seconds, clue SFT from stage 1's
   newest checkpoint for its seconds, the held-out control (optionally also of stage 1's
   checkpoint, while SFT runs beside it), each stage stopped through the
@@ -40,12 +42,12 @@ RETURN_PART_BYTES = 16 * MIB - 64 * 1024  # under 16 MiB with room to spare
 
 
 @dataclass
-class LeasePlan:
+class TimeboxedPlan:
     pretrain_config: str
     sft_config: str
     pretrain_seconds: float
     sft_seconds: float
-    folder: str = "runs/lease"
+    folder: str = "runs/timeboxed"
     device: str = "cuda"  # "cpu": the same run with the accelerator hidden (the CPU tests)
     eval_ratios: list[int] = field(default_factory=lambda: [2, 4, 8])
     checkpoint_seconds: float = 180.0
@@ -88,13 +90,13 @@ def assemble(folder: str | Path, worktree: str | Path = ".") -> dict[str, str]:
     if (incoming / "data.manifest.json").is_file():
         unbundle("data", [incoming], worktree)
         done["data"] = str(worktree)
-    if (incoming / "results.manifest.json").is_file():  # an earlier lease's export: its checkpoints resume
+    if (incoming / "results.manifest.json").is_file():  # an earlier run's export: its checkpoints resume
         unbundle("results", [incoming], root)
         done["results"] = str(root)
     return done
 
 
-def _write_status(plan: LeasePlan, **fields) -> None:
+def _write_status(plan: TimeboxedPlan, **fields) -> None:
     status = _read_status(plan.root) | fields | {"time": time.time()}
     path = plan.root / STATUS
     path.with_suffix(".tmp").write_text(json.dumps(status, indent=1) + "\n", encoding="utf-8")
@@ -106,14 +108,14 @@ def _read_status(root: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def _environment(plan: LeasePlan) -> dict[str, str]:
+def _environment(plan: TimeboxedPlan) -> dict[str, str]:
     env = dict(os.environ)
     if plan.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 
-def _run_stage(plan: LeasePlan, script: str, config: str, stage: str, seconds: float, extra: list[str]) -> int:
+def _run_stage(plan: TimeboxedPlan, script: str, config: str, stage: str, seconds: float, extra: list[str]) -> int:
     """One training stage, stopped through its stop file after `seconds` of wall time (it checkpoints first)."""
     output_dir = plan.stage_dir(stage)
     command = [sys.executable, script, "--config", config, f"checkpoint.output_dir={output_dir}",
@@ -129,7 +131,7 @@ def _run_stage(plan: LeasePlan, script: str, config: str, stage: str, seconds: f
     return process.returncode
 
 
-def _control(plan: LeasePlan, weights: Path, name: str) -> subprocess.Popen:
+def _control(plan: TimeboxedPlan, weights: Path, name: str) -> subprocess.Popen:
     """The held-out control of `weights` at the plan's ratios with the other-text condition, into eval/`name`."""
     out = plan.root / "eval" / name
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +143,7 @@ def _control(plan: LeasePlan, weights: Path, name: str) -> subprocess.Popen:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment(plan))
 
 
-def drive(plan: LeasePlan) -> int:
+def drive(plan: TimeboxedPlan) -> int:
     """Stage 1, clue SFT from its newest checkpoint, then the held-out control (each step's state in status.json)."""
     plan.root.mkdir(parents=True, exist_ok=True)
     _write_status(plan, settings=asdict(plan), phase="pretrain", done=False)
@@ -169,18 +171,18 @@ def drive(plan: LeasePlan) -> int:
     return code
 
 
-def start(plan: LeasePlan) -> int:
+def start(plan: TimeboxedPlan) -> int:
     """`drive` in a new session (it outlives the command), its output in `folder`/drive.out; returns its pid."""
     plan.root.mkdir(parents=True, exist_ok=True)
     (plan.root / "plan.json").write_text(json.dumps(asdict(plan), indent=1) + "\n", encoding="utf-8")
     with open(plan.root / "drive.out", "a", encoding="utf-8") as log:
-        process = subprocess.Popen([sys.executable, "train/lease.py", "drive", "--folder", plan.folder],
+        process = subprocess.Popen([sys.executable, "train/timeboxed.py", "drive", "--folder", plan.folder],
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return process.pid
 
 
-def load_plan(folder: str | Path) -> LeasePlan:
-    return LeasePlan(**json.loads((Path(folder) / "plan.json").read_text(encoding="utf-8")))
+def load_plan(folder: str | Path) -> TimeboxedPlan:
+    return TimeboxedPlan(**json.loads((Path(folder) / "plan.json").read_text(encoding="utf-8")))
 
 
 def progress(folder: str | Path) -> str:

@@ -1,18 +1,18 @@
-"""Train within one GPU lease (docs/training.md, "Training on a leased GPU"; memorag/training/lease.py).
+"""Train within one time-boxed GPU run (docs/contributors/timeboxed-gpu-runs.md; memorag/training/timeboxed.py).
 
 On this machine:
-    python train/lease.py pack-base --out runs/lease/out            # base.part00..03 + manifest (about 97 MB)
-    python train/lease.py pack-data --out runs/lease/out runs/data/mix/mix_train.jsonl ...
+    python train/timeboxed.py pack-base --out runs/timeboxed/out            # base.part00..03 + manifest (about 97 MB)
+    python train/timeboxed.py pack-data --out runs/timeboxed/out runs/data/mix/mix_train.jsonl ...
 On the device, one command each (carrying the parts named):
-    python train/lease.py receive --from runs/lease/out
-    python train/lease.py assemble
-    python train/lease.py start --pretrain-config C1 --sft-config C2 --pretrain-seconds 1080 --sft-seconds 240
+    python train/timeboxed.py receive --from runs/timeboxed/out
+    python train/timeboxed.py assemble
+    python train/timeboxed.py start --pretrain-config C1 --sft-config C2 --pretrain-seconds 1080 --sft-seconds 240
         [--sft-set loss.kind=mix] [--control-stage1]      # a setting for one stage; stage 1's control too
-    python train/lease.py wait --seconds 540
-    python train/lease.py export --out $OUT
+    python train/timeboxed.py wait --seconds 540
+    python train/timeboxed.py export --out $OUT
 Back here:
-    python train/lease.py unpack --from DIR --to runs/lease-back
-`--device cpu` runs the same on a CPU; `--folder` (default runs/lease) is where a lease keeps its state.
+    python train/timeboxed.py unpack --from DIR --to runs/timeboxed-back
+`--device cpu` runs the same on a CPU; `--folder` (default runs/timeboxed) is where a run keeps its state.
 """
 
 import argparse
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memorag.training import lease
+from memorag.training import timeboxed
 from memorag.training.parts import MIB, bundle, unbundle
 
 
@@ -37,7 +37,8 @@ def main() -> int:
     pack_data.add_argument("files", nargs="+", help="paths relative to the working tree, extracted there as they are")
     for name in ("receive", "assemble", "start", "drive", "wait", "stop", "export"):
         sub = commands.add_parser(name)
-        sub.add_argument("--folder", default="runs/lease", help="the lease's state (persists while the device is held)")
+        sub.add_argument("--folder", default="runs/timeboxed",
+                         help="the run's state (persists while the machine is held)")
         if name == "receive":
             sub.add_argument("--from", dest="source", required=True, help="the carried folder of parts")
         if name == "start":
@@ -78,27 +79,29 @@ def main() -> int:
     elif args.command == "pack-data":
         written = bundle({f: Path(f) for f in args.files}, args.out, "data", int(args.part_mib * MIB))
     elif args.command == "receive":
-        written = lease.receive(args.source, args.folder)
+        written = timeboxed.receive(args.source, args.folder)
     elif args.command == "assemble":
-        print(json.dumps(lease.assemble(args.folder)))
+        print(json.dumps(timeboxed.assemble(args.folder)))
         return 0
     elif args.command == "start":
-        plan = lease.LeasePlan(args.pretrain_config, args.sft_config, args.pretrain_seconds, args.sft_seconds,
-                               args.folder, args.device, args.eval_ratios, args.checkpoint_seconds, args.overrides,
-                               args.pretrain_set, args.sft_set, args.control_stage1)
-        print(f"started the run in a new session, pid {lease.start(plan)}; follow it with `train/lease.py wait`")
+        plan = timeboxed.TimeboxedPlan(
+            args.pretrain_config, args.sft_config, args.pretrain_seconds, args.sft_seconds, args.folder, args.device,
+            args.eval_ratios, args.checkpoint_seconds, args.overrides, args.pretrain_set, args.sft_set,
+            args.control_stage1)
+        pid = timeboxed.start(plan)
+        print(f"started the run in a new session, pid {pid}; follow it with `train/timeboxed.py wait`")
         return 0
     elif args.command == "drive":
-        return lease.drive(lease.load_plan(args.folder))
+        return timeboxed.drive(timeboxed.load_plan(args.folder))
     elif args.command == "wait":
-        return 0 if lease.wait(args.folder, args.seconds, args.every) else 3
+        return 0 if timeboxed.wait(args.folder, args.seconds, args.every) else 3
     elif args.command == "stop":
         for stage in ("pretrain", "sft"):
             (Path(args.folder) / stage).mkdir(parents=True, exist_ok=True)
             (Path(args.folder) / stage / "STOP").touch()
         return 0
     elif args.command == "export":
-        written = lease.export(args.folder, args.out, checkpoints=not args.no_checkpoints)
+        written = timeboxed.export(args.folder, args.out, checkpoints=not args.no_checkpoints)
     else:
         written = unbundle("results", args.source, args.to)
     for path in written:

@@ -1,4 +1,4 @@
-"""The lease recipe on the CPU with tiny shapes: parts, the exact base form, and the same commands end to end."""
+"""The time-boxed GPU recipe on the CPU with tiny shapes: parts, the exact base form, and the same commands end to end."""
 
 from __future__ import annotations
 
@@ -95,49 +95,49 @@ def test_restore_base_rebuilds_the_state_and_refuses_another_hash(tmp_path):
         restore_base(tmp_path / "pack", tmp_path / "base2")
 
 
-def _lease(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "train/lease.py", *args], capture_output=True, text=True, timeout=300)
+def _timeboxed(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "train/timeboxed.py", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow  # about a minute idle, longer on a shared machine
-def test_the_lease_commands_run_end_to_end_on_the_cpu(tmp_path):
-    folder = str(tmp_path / "lease")
+def test_the_timeboxed_commands_run_end_to_end_on_the_cpu(tmp_path):
+    folder = str(tmp_path / "timeboxed")
     carried = tmp_path / "carried"
-    done = _lease("pack-data", "--out", str(carried), "--part-mib", "0.05", "examples/sft_debug.jsonl")
+    done = _timeboxed("pack-data", "--out", str(carried), "--part-mib", "0.05", "examples/sft_debug.jsonl")
     assert done.returncode == 0, done.stderr
-    assert _lease("receive", "--folder", folder, "--from", str(carried)).returncode == 0
-    assembled = _lease("assemble", "--folder", folder)
+    assert _timeboxed("receive", "--folder", folder, "--from", str(carried)).returncode == 0
+    assembled = _timeboxed("assemble", "--folder", folder)
     assert json.loads(assembled.stdout)["data"] == "."
-    started = _lease("start", "--folder", folder, "--device", "cpu", "--pretrain-config", "configs/debug.yaml",
+    started = _timeboxed("start", "--folder", folder, "--device", "cpu", "--pretrain-config", "configs/debug.yaml",
                      "--sft-config", "configs/debug-sft.yaml", "--pretrain-seconds", "2", "--sft-seconds", "1",
                      "--checkpoint-seconds", "1", "--pretrain-set", "optim.warmup_steps=1",
                      "--sft-set", "optim.lr=0.0007", "--sft-set", "loss.kind=mix", "--control-stage1",
                      "eval.num_sequences=2")
     assert started.returncode == 0, started.stderr
-    waited = _lease("wait", "--folder", folder, "--seconds", "150", "--every", "2")
-    status = json.loads((tmp_path / "lease/status.json").read_text())
+    waited = _timeboxed("wait", "--folder", folder, "--seconds", "150", "--every", "2")
+    status = json.loads((tmp_path / "timeboxed/status.json").read_text())
     assert waited.returncode == 0 and status["phase"] == "finished", (waited.stdout, status)
-    control = json.loads((tmp_path / "lease/eval/control.json").read_text())
+    control = json.loads((tmp_path / "timeboxed/eval/control.json").read_text())
     assert {"r=2", "r=4", "r=8"} <= set(control["net_share"]) and "content_share" in control
     # the per-stage settings reached their stage only; stage 1's control ran beside SFT, on stage 1's checkpoint
     import yaml
 
-    stage1_config = yaml.safe_load((tmp_path / "lease/pretrain/train_config.yaml").read_text())
-    sft_config = yaml.safe_load((tmp_path / "lease/sft/train_config.yaml").read_text())
+    stage1_config = yaml.safe_load((tmp_path / "timeboxed/pretrain/train_config.yaml").read_text())
+    sft_config = yaml.safe_load((tmp_path / "timeboxed/sft/train_config.yaml").read_text())
     assert stage1_config["optim"]["warmup_steps"] == 1 and stage1_config["optim"]["lr"] == 3.0e-3
     assert sft_config["optim"]["lr"] == 0.0007 and sft_config["loss"]["kind"] == "mix"
     assert sft_config["optim"]["warmup_steps"] == 2 and stage1_config["loss"]["kind"] != "mix"
-    stage1_control = json.loads((tmp_path / "lease/eval/control-pretrain.json").read_text())
+    stage1_control = json.loads((tmp_path / "timeboxed/eval/control-pretrain.json").read_text())
     assert stage1_control["memory_weights"] == status["pretrain_checkpoint"], stage1_control.keys()
     out = tmp_path / "OUT"
-    exported = _lease("export", "--folder", folder, "--out", str(out))
+    exported = _timeboxed("export", "--folder", folder, "--out", str(out))
     assert exported.returncode == 0, exported.stderr
     assert len(list(out.iterdir())) <= 8 and all(p.stat().st_size < 16 << 20 for p in out.iterdir())
     back = tmp_path / "back"
-    assert _lease("unpack", "--from", str(out), "--to", str(back)).returncode == 0
+    assert _timeboxed("unpack", "--from", str(out), "--to", str(back)).returncode == 0
     assert ckpt.read_latest(back / "pretrain") is not None and ckpt.read_latest(back / "sft") is not None
-    assert (back / "eval/control.json").read_bytes() == (tmp_path / "lease/eval/control.json").read_bytes()
-    # the next lease carries the export back in: its checkpoints are where a rerun resumes them
-    assert _lease("receive", "--folder", str(tmp_path / "next"), "--from", str(out)).returncode == 0
-    assert "results" in json.loads(_lease("assemble", "--folder", str(tmp_path / "next")).stdout)
+    assert (back / "eval/control.json").read_bytes() == (tmp_path / "timeboxed/eval/control.json").read_bytes()
+    # the next time-boxed run carries the export back in: its checkpoints are where a rerun resumes them
+    assert _timeboxed("receive", "--folder", str(tmp_path / "next"), "--from", str(out)).returncode == 0
+    assert "results" in json.loads(_timeboxed("assemble", "--folder", str(tmp_path / "next")).stdout)
     assert ckpt.read_latest(tmp_path / "next/pretrain") is not None
