@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memorag.storage.cache import CACHE_VARIABLE, DEPRECATED_CACHE_VARIABLE, cache_home
+from memorag.storage.cache_root import CACHE_VARIABLE, DEPRECATED_CACHE_VARIABLE, cache_home
 
 _USER_MODELS = cache_home() / "models"  # the user's converted models, shared by every test's cache
 

