@@ -4,8 +4,8 @@
 
 Serves a fresh store on 127.0.0.1, uploads a two-page PDF and a Markdown file through the
 page in headless chromium (tests/serve/browser.py), asks one question in the memorag and rag
-modes side by side, opens the first PDF citation over two pages (else the first PDF citation)
-and chooses its last page, and saves the page at 1,400 and 390 pixels
+modes side by side, opens the first PDF citation (one page: a PDF is chunked page by page),
+and saves the page at 1,400 and 390 pixels
 wide (`inspector-desktop.png`, `inspector-phone.png`). Prints the answers and timings it saw.
 """
 
@@ -60,16 +60,8 @@ def drive(page, folder: Path) -> dict:
     page.evaluate(f"document.getElementById('query').value = {json.dumps(QUESTION)}")
     page.evaluate("document.getElementById('ask').click()")
     page.wait_for("document.querySelectorAll('.run[data-done=true]').length === 2", timeout=900)
-    page.evaluate("(cites => (cites.find(c => c.textContent.includes('.pdf, pp.')) || "
-                  "cites.find(c => c.textContent.includes('.pdf, p.'))).click())"
-                  "([...document.querySelectorAll('.cite')])")
+    page.evaluate("[...document.querySelectorAll('.cite')].find(c => c.textContent.includes('.pdf, p.')).click()")
     page.wait_for("(i => !i.hidden && i.complete && i.naturalWidth > 0)(document.getElementById('page-image'))")
-    last = page.evaluate("(b => b.length > 1 ? (b[b.length - 1].click(), b[b.length - 1].dataset.page) : '')"
-                         "([...document.querySelectorAll('#viewer-pages button')])")
-    if last:  # a passage over pages: its last page chosen, as a reader would
-        page.wait_for(f"(i => i.dataset.page === '{last}' && i.complete && i.naturalWidth > 0)"
-                      f"(document.getElementById('page-image')) && "
-                      f"document.getElementById('viewer-text').dataset.page === '{last}'")
     return page.evaluate("[...document.querySelectorAll('.run')].map(run => ({mode: run.dataset.mode, "
                          "answer: run.querySelector('.answer').textContent, "
                          "timings: run.querySelector('.timings').textContent, "
