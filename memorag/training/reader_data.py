@@ -30,6 +30,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memorag.evaluation.datasets.hotpotqa import hotpotqa_long_context
+from memorag.evaluation.datasets.squad import squad_long_context
+from memorag.evaluation.recall import CONTEXT_DOC_ID
 from memorag.generation.base import Generator, PromptTokens
 from memorag.pipeline import MemoRAG
 from memorag.pipeline.types import PipelineConfig
@@ -38,7 +41,6 @@ from memorag.prompting.answer_forms import as_answer_form
 from memorag.prompting.clues import normalize
 from memorag.retrieval.chunking import Document
 
-CONTEXT_DOC_ID = "context"  # as the harness memorizes a per-question context (memorag.evaluation.recall)
 ORDERS = ("best-first", "document")
 SOURCES = ("hotpotqa", "squad")
 MODE = "rag"
@@ -146,9 +148,6 @@ def reader_record(models: ReaderModels, pipeline: PipelineConfig, example: Any, 
 
 def tuning_examples(source: str, count: int, context_tokens: int, seed: int, tokenizer: Any) -> list[Any]:
     """`count` examples of `source` from its tuning split only, with long contexts of `context_tokens`."""
-    from memorag.evaluation.datasets.hotpotqa import hotpotqa_long_context
-    from memorag.evaluation.datasets.squad import squad_long_context
-
     if source == "hotpotqa":
         return hotpotqa_long_context(count, context_tokens, seed=seed, tokenizer=tokenizer, split="train")
     if source == "squad":
