@@ -162,7 +162,12 @@ class ReaderTrainer(Trainer):
 
     def _build_model(self) -> ReaderModel:
         from .build import base_dtype
+        from .distributed import backend
 
+        if backend(self.accelerator) != "plain":
+            raise TrainingInputError(f"the reader trains in one process or with DDP, not under "
+                                     f"{backend(self.accelerator)}: its adapter is small enough to need neither; "
+                                     "launch with configs/accelerate/cpu.yaml or multi_gpu_ddp.yaml")
         cfg = self.cfg
         base, tokenizer = load_base(cfg.model, base_dtype(cfg.model, self.bf16))
         if cfg.model.gradient_checkpointing:
