@@ -1,4 +1,8 @@
-"""The training loop of both stages: memory parameters only, Accelerate for devices and backends.
+"""The training loop of every stage: memory parameters only, Accelerate for devices and backends.
+
+What is trained is read through a few methods (`_build_model`, `_trainable_parameters`,
+`_load_weights`, `_save_weights`, `_forward`, `_build_data`); the reader stage overrides them to
+train a LoRA adapter on the generator instead (`memorag.training.reader_trainer`).
 
     trainer = Trainer(load_config(TrainConfig, "configs/debug.yaml"))
     summary = trainer.train()
