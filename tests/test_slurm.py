@@ -140,3 +140,26 @@ def test_the_stage_configs_name_the_same_folders(name):
         paper = load_eval_config(ROOT / "configs/eval/paper-7b.yaml").pipeline
         assert paper.memory_weights == str(Path(sft.checkpoint.output_dir, "final").resolve())
         assert paper.memory_model == sft.model.base
+
+
+def test_the_reader_runs_one_process_and_near_its_time_limit_checkpoints_and_requeues(tmp_path, home):
+    env = {**fake_slurm.install(tmp_path / "slurm"), "MEMORAG_HOME": str(home), "SLURM_JOB_ID": "4242",
+           "SLURM_JOB_NAME": "memorag-reader", "SLURM_CPUS_PER_TASK": "2", "FAKE_STAGE_SECONDS": "8",
+           "MEMORAG_OUTPUT": str(tmp_path / "reader")}
+    script = subprocess.Popen(["bash", "slurm/reader.sbatch"], env=env, cwd=home,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not fake_slurm.events(tmp_path / "slurm", "accelerate") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(script.pid, signal.SIGUSR1)  # what --signal=B:USR1@300 sends
+    output, _ = script.communicate(timeout=60)
+    assert script.returncode == 0, output
+    (launch,) = fake_slurm.events(tmp_path / "slurm", "accelerate")
+    args = launch["args"]
+    assert args[args.index("--config_file") + 1] == "configs/accelerate/cpu.yaml"
+    assert args[args.index("--num_processes") + 1] == "1" and "train/reader.py" in args
+    assert args[args.index("--config") + 1] == "configs/reader/embedded.yaml"
+    assert "checkpoint.resume=auto" in args and f"checkpoint.output_dir={tmp_path / 'reader'}" in args
+    assert f"checkpoint.stop_file={home / 'runs/slurm-stop/4242'}" in args
+    assert (home / "runs/slurm-stop/4242").exists()  # the trainer's cue to checkpoint and stop
+    assert [e["job"] for e in fake_slurm.events(tmp_path / "slurm", "requeue")] == ["4242"]

@@ -12,11 +12,11 @@ from memorag.config import ConfigError, config_from_argv, format_config_help, lo
 
 from .config import TrainConfig
 
-SCRIPTS = {"pretrain": "train/pretrain.py", "sft": "train/sft.py"}
+SCRIPTS = {"pretrain": "train/pretrain.py", "sft": "train/sft.py", "reader": "train/reader.py"}
 
 
 def train_parser(stage: str, description: str | None = None) -> argparse.ArgumentParser:
-    """The parser of `train/pretrain.py` or `train/sft.py`: a usage line, the script's docstring
+    """The parser of `train/pretrain.py`, `train/sft.py` or `train/reader.py`: a usage line, the script's docstring
     (what it does, with examples) as the description, and every setting as the epilog."""
     script = SCRIPTS[stage]
     parser = argparse.ArgumentParser(
@@ -24,7 +24,7 @@ def train_parser(stage: str, description: str | None = None) -> argparse.Argumen
         description=description, epilog=format_config_help(TrainConfig),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", metavar="FILE", help="a YAML file of settings (configs/pretrain/*.yaml, "
-                                                         "configs/sft/*.yaml, configs/debug*.yaml)")
+                                                         "configs/sft/*.yaml, configs/reader/*.yaml, configs/debug*.yaml)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="settings over the file's, dotted for sections (the list below)")
     return parser
@@ -46,7 +46,10 @@ def train_main(stage: str, argv: Sequence[str] | None = None, description: str |
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = _config(argv, stage, description)
-        from .trainer import Trainer
+        if stage == "reader":
+            from .reader_trainer import ReaderTrainer as Trainer
+        else:
+            from .trainer import Trainer
 
         trainer = Trainer(cfg)
         summary = trainer.train()

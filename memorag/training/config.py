@@ -1,6 +1,9 @@
 """`TrainConfig`: every setting of a training run, defined once.
 
-Both stages use this one dataclass; `stage` says which one a file is for. It is
+Every stage uses this one dataclass; `stage` says which one a file is for: the memory
+model's two (`pretrain`, `sft`), or the reader (`reader`: a LoRA adapter on the generator,
+`memorag.training.reader_trainer`), which reads `model` (its base), `adapter`, `data`, `optim`,
+`checkpoint` and `logging`, and refuses settings of the memory sections it does not read. It is
 built with `memorag.config` (dataclass defaults <- YAML <- `key=value`), so
 unknown keys are errors, and the resolved config is saved as
 `train_config.yaml` in every checkpoint.
@@ -15,6 +18,7 @@ unknown keys are errors, and the resolved config is saved as
     logging     JSONL (always), progress bar, wandb
     eval        held-out perplexity in later windows (see `memorag.training.evaluate`)
     loss        the objective: LM loss, distillation from the full-context base, or both
+    adapter     the reader's LoRA adapter: rank, scale, dropout, the projections it wraps
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from memorag.memory import MemoryConfig
 from memorag.runtime.architectures import ARCHITECTURES
 from memorag.training.data.packing import PackingSpec
 
-Stage = Literal["pretrain", "sft"]
+Stage = Literal["pretrain", "sft", "reader"]
 Precision = Literal["auto", "fp32", "bf16"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 Schedule = Literal["cosine", "linear", "constant"]
@@ -318,11 +322,41 @@ class LossSection:
 
 
 @dataclass
+class AdapterSection:
+    """The reader's LoRA adapter (peft) on the generator's frozen base: trained, saved and shipped alone."""
+
+    rank: int = 8
+    """The rank of each low-rank update."""
+    alpha: float = 16.0
+    """The scale numerator: updates are scaled by `alpha / rank`."""
+    dropout: float = 0.0
+    """Dropout on the adapter's input while training (0: none, and no random draws)."""
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    """The base's linear layers (module names) that get an adapter: the attention projections."""
+    layers: list[int] | None = None
+    """The decoder layers (indices) whose projections get an adapter; null: every layer. The backward pass
+    stops at the lowest one, so adapting the top layers only costs less per step."""
+
+    def __post_init__(self) -> None:
+        if self.rank < 1:
+            raise ValueError(f"adapter.rank={self.rank} must be at least 1")
+        if self.alpha <= 0:
+            raise ValueError(f"adapter.alpha={self.alpha} must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"adapter.dropout={self.dropout} must be in [0, 1)")
+        if not self.target_modules:
+            raise ValueError("adapter.target_modules is empty: name the projections to adapt, e.g. [q_proj, v_proj]")
+        if self.layers is not None and (not self.layers or any(index < 0 for index in self.layers)):
+            raise ValueError(f"adapter.layers={self.layers} must be null (every layer) or layer indices >= 0")
+
+
+@dataclass
 class TrainConfig:
     """One training run (stage 1 `pretrain` or stage 2 `sft`); see the module docstring."""
 
     stage: Stage = "pretrain"
-    """Which stage the file is for: `pretrain` (train/pretrain.py) or `sft` (train/sft.py)."""
+    """Which stage the file is for: `pretrain` (train/pretrain.py), `sft` (train/sft.py) or `reader`
+    (train/reader.py)."""
     seed: int = 42
     """Seed of data order, packing and per-window ratio draws."""
     precision: Precision = "auto"
@@ -343,8 +377,12 @@ class TrainConfig:
     """Held-out evaluation (`eval.*`)."""
     loss: LossSection = field(default_factory=LossSection)
     """The training objective (`loss.*`)."""
+    adapter: AdapterSection = field(default_factory=AdapterSection)
+    """The reader's LoRA adapter (`adapter.*`; stage `reader` only)."""
 
     def __post_init__(self) -> None:
+        if self.stage == "reader":
+            self._check_reader()
         if len(self.memory.ratios) > 1 and self.memory.ratio_mix != "step-random":
             raise ValueError(
                 f"memory.ratios={self.memory.ratios} with ratio_mix={self.memory.ratio_mix!r}: training draws "
@@ -362,3 +400,15 @@ class TrainConfig:
                 f"eval.seq_length={self.eval.seq_length} leaves no context before the "
                 f"{self.eval.score_windows} scored window(s) of {self.memory.window} tokens"
             )
+
+    def _check_reader(self) -> None:
+        """The reader trains an adapter on the generator with the LM loss on replies; the memory model's
+        settings do not apply to it and are refused rather than ignored."""
+        model = self.model
+        unread = {"model.memory_weights": (model.memory_weights, None), "model.memory_rank": (model.memory_rank, 0),
+                  "model.memory_alpha": (model.memory_alpha, None), "model.compile_windows": (model.compile_windows, None),
+                  "loss.kind": (self.loss.kind, "lm"), "eval.files": (self.eval.files, [])}
+        set_keys = [key for key, (value, default) in unread.items() if value != default]
+        if set_keys:
+            raise ValueError(f"stage reader does not read {', '.join(set_keys)} (memory-model settings); remove them: "
+                             "the reader trains a LoRA adapter (adapter.*) with the LM loss on its replies")

@@ -33,6 +33,9 @@ def check_inputs(cfg: TrainConfig) -> None:
     """Everything about the run's inputs that can be known without building the model."""
     if cfg.data.hf_dataset is None:
         files = check_files("data.files", cfg.data.files)
+        if cfg.stage == "reader" and any(path.suffix != ".jsonl" for path in files):
+            raise TrainingInputError(f"data.files={[str(p) for p in files]}: the reader reads .jsonl files of samples "
+                                     "(memorag/training/data/reader_samples.py); make them with train/build_reader_data.py")
         if cfg.stage == "sft" and any(path.suffix != ".jsonl" for path in files):
             raise TrainingInputError(f"data.files={[str(p) for p in files]}: SFT reads .jsonl files of samples "
                                      "(memorag/training/data/sft.py); make them with train/build_clue_data.py")

@@ -16,7 +16,7 @@ checkpoint was trained under (its own `train_config.yaml`). Each setting is one 
     guarded     what the run computes (seed, precision, optimizer and schedule, data,
                 memory, loss, the held-out set): refused, unless
                 `checkpoint.resume_with_changes=true` applies them from the resumed step
-    fixed       what is being trained (`stage`, the rest of `model.*`): always refused
+    fixed       what is being trained (`stage`, the rest of `model.*`, `adapter.*`): always refused
 
 Every change a resume applies is logged to `train_log.jsonl` (event `resume`) and kept in
 the `resumes` list of each later checkpoint's trainer state.
@@ -46,7 +46,7 @@ OVERRIDE = "checkpoint.resume_with_changes"
 # A key matches an entry equal to it, or one ending in "." that it starts with.
 ADJUSTABLE = ("logging.", "checkpoint.", "eval.every_steps", "eval.at_start", "eval.at_end", "optim.stop_at_step",
               "model.gradient_checkpointing", "model.compile_windows")
-FIXED = ("stage", "model.")
+FIXED = ("stage", "model.", "adapter.")
 UNSET = "(unset)"
 
 

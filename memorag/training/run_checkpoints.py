@@ -4,6 +4,8 @@ A checkpoint is a folder `output_dir/checkpoint-STEP/` holding
 
     memory_weights.safetensors, memory_config.json   the memory parameters only (load with
                                                      MemoryModel.from_pretrained(base, memory_weights=DIR))
+    adapter_model.safetensors, adapter_config.json   instead, for the reader: its LoRA adapter only
+                                                     (peft's format: PeftModel.from_pretrained(base, DIR))
     train_config.yaml                                the resolved TrainConfig
     data_state.json                                  the data stream's exact position
     trainer_state.json                               step and totals, the size and sha256 of every
@@ -52,7 +54,9 @@ STATE_FORMAT = "memorag-trainer-state"
 STATE_VERSION = 1
 FILES = "files"  # the trainer state's manifest of the other files (absent in checkpoints written before it)
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
-_REQUIRED = (TRAINER_STATE, DATA_STATE, TRAIN_CONFIG, "memory_weights.safetensors", "memory_config.json")
+_REQUIRED = (TRAINER_STATE, DATA_STATE, TRAIN_CONFIG)
+# the trained weights: a memory model's, or a reader's adapter
+WEIGHT_FILES = (("memory_weights.safetensors", "memory_config.json"), ("adapter_model.safetensors", "adapter_config.json"))
 
 
 class CheckpointError(TrainingInputError):
@@ -72,7 +76,8 @@ def rng_file(rank: int) -> str:
 
 
 def is_complete(path: Path) -> bool:
-    return path.is_dir() and all((path / name).is_file() for name in _REQUIRED)
+    return (path.is_dir() and all((path / name).is_file() for name in _REQUIRED)
+            and any(all((path / name).is_file() for name in names) for names in WEIGHT_FILES))
 
 
 def list_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
@@ -116,8 +121,9 @@ def find_resume(output_dir: str | Path, resume: str) -> Path | None:
         return pointed
     path = Path(resume)
     if not is_complete(path):
+        weights = " or ".join(" and ".join(names) for names in WEIGHT_FILES)
         raise CheckpointError(f"checkpoint.resume={resume!r} is not a complete checkpoint folder "
-                              f"(it needs {', '.join(_REQUIRED)})")
+                              f"(it needs {', '.join(_REQUIRED)}, and {weights})")
     return path
 
 

@@ -1,4 +1,8 @@
-"""The training loop of both stages: memory parameters only, Accelerate for devices and backends.
+"""The training loop of every stage: memory parameters only, Accelerate for devices and backends.
+
+What is trained is read through a few methods (`_build_model`, `_trainable_parameters`,
+`_load_weights`, `_save_weights`, `_forward`, `_build_data`); the reader stage overrides them to
+train a LoRA adapter on the generator instead (`memorag.training.reader_trainer`).
 
     trainer = Trainer(load_config(TrainConfig, "configs/debug.yaml"))
     summary = trainer.train()
@@ -92,7 +96,7 @@ class Trainer:
         from accelerate.utils import DistributedDataParallelKwargs
 
         self.cfg = cfg
-        self.bf16 = use_bf16(cfg.precision)
+        self.bf16 = self._use_bf16(cfg.precision)
         self.accelerator = accelerator or Accelerator(
             mixed_precision="bf16" if self.bf16 else "no",
             gradient_accumulation_steps=cfg.optim.grad_accumulation,
@@ -104,6 +108,10 @@ class Trainer:
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def _use_bf16(precision: str) -> bool:
+        return use_bf16(precision)
 
     def close(self) -> None:
         """Let go of the output folder (`train()` does this when it ends)."""
@@ -124,19 +132,14 @@ class Trainer:
         self.resume_dir = self._select_checkpoint()
         self.changes = resume.check_settings(self.resume_dir, cfg) if self.resume_dir is not None else []
 
-        check_activation_checkpointing(acc, cfg.model.gradient_checkpointing)
-        with whole_model_construction(acc):
-            model = build_model(cfg.model, cfg.memory, bf16=self.bf16)
+        model = self._build_model()
         if self.resume_dir is not None:
-            load_memory_weights(model, self.resume_dir)
-        model.gradient_checkpointing = cfg.model.gradient_checkpointing
-        if cfg.model.compile_windows is not None:  # memory/compiled.py
-            model.compile_windows(mode=None if cfg.model.compile_windows == "default" else cfg.model.compile_windows)
+            self._load_weights(model, self.resume_dir)
         self.tokenizer = model.tokenizer
         if self.tokenizer is None:
             raise ValueError("training needs a tokenizer; the base model has none")
         self.max_positions = model.max_positions
-        optimizer = build_optimizer(model.memory_parameters(), cfg.optim)
+        optimizer = build_optimizer(self._trainable_parameters(model), cfg.optim)
         self.data = self._build_data()
         self.total_steps = cfg.optim.max_steps or self._count_steps()
         self.scheduler = build_scheduler(optimizer, cfg.optim, lambda: self.total_steps)
@@ -176,6 +179,35 @@ class Trainer:
             broadcast_object_list(chosen)
         acc.wait_for_everyone()
         return chosen[0]
+
+    # -- what is trained (a stage that trains other parameters overrides these) -----------------
+    def _build_model(self):
+        """The model of the run, its trainable parameters in float32: here the memory model."""
+        acc, cfg = self.accelerator, self.cfg
+        check_activation_checkpointing(acc, cfg.model.gradient_checkpointing)
+        with whole_model_construction(acc):
+            model = build_model(cfg.model, cfg.memory, bf16=self.bf16)
+        model.gradient_checkpointing = cfg.model.gradient_checkpointing
+        if cfg.model.compile_windows is not None:  # memory/compiled.py
+            model.compile_windows(mode=None if cfg.model.compile_windows == "default" else cfg.model.compile_windows)
+        return model
+
+    def _trainable_parameters(self, model) -> dict[str, torch.nn.Parameter]:
+        return model.memory_parameters()
+
+    def _load_weights(self, model, folder: Path) -> None:
+        load_memory_weights(model, folder)
+
+    def _save_weights(self, folder: Path) -> None:
+        """The trained parameters into `folder` (collective: every process enters; the main one writes)."""
+        with full_memory_parameters(self.accelerator, self.model) as model:
+            if self.accelerator.is_main_process:
+                model.save_memory_weights(folder, self.cfg.checkpoint.inference_ratio)  # creates the folder
+
+    def _window_ratios(self, length: int, seed: int) -> Counter:
+        """How many windows of a sequence of `length` tokens ran at each compression ratio."""
+        memory = self.cfg.memory
+        return ratio_counts(length, memory.window, memory.ratios, memory.ratio_mix, seed)
 
     # -- setup ------------------------------------------------------------------------------
     @property
@@ -246,7 +278,7 @@ class Trainer:
             except StopIteration:
                 return None
             share = rank_slice(global_batch, self.rank, self.cfg.data.batch_size)
-            if self.cfg.stage == "sft":
+            if self.cfg.stage != "pretrain":  # samples (clue SFT, reader), padded to the longest
                 pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
                 batches.append(collate_samples(share, pad))
             else:
@@ -284,7 +316,7 @@ class Trainer:
                 weight = ((counts[index] * accumulation).double() / total_tokens.clamp(min=1).double()).float()  # []
                 acc.backward(output.loss * weight.to(output.loss.device))
             losses.append(output.loss.detach())
-            ratios += ratio_counts(input_ids.shape[1], cfg.memory.window, cfg.memory.ratios, cfg.memory.ratio_mix, seed)
+            ratios += self._window_ratios(input_ids.shape[1], seed)
         clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else math.inf
         grad_norm = acc.clip_grad_norm_(self.model.parameters(), clip)
         self.optimizer.step()
@@ -438,9 +470,7 @@ class Trainer:
         """Write `checkpoint-STEP` atomically (every process takes part)."""
         acc = self.accelerator
         staging = ckpt.staging_dir(self.output_dir, self.step)
-        with full_memory_parameters(acc, self.model) as model:
-            if acc.is_main_process:
-                model.save_memory_weights(staging, self.cfg.checkpoint.inference_ratio)  # creates the staging folder
+        self._save_weights(staging)
         acc.wait_for_everyone()
         save_optimizer(acc, self.model, self.optimizer, self.scheduler, staging)
         ckpt.save_rng(staging, self.rank)
@@ -490,11 +520,10 @@ class Trainer:
         """`output_dir/final`: the memory weights and the training config, for inference."""
         acc = self.accelerator
         final = self.output_dir / FINAL_DIR
-        with full_memory_parameters(acc, self.model) as model:
-            if acc.is_main_process:
-                model.save_memory_weights(final, self.cfg.checkpoint.inference_ratio)
-                save_config(self.cfg, final / ckpt.TRAIN_CONFIG)
-                ckpt.share(final)  # the permissions of a checkpoint
+        self._save_weights(final)
+        if acc.is_main_process:
+            save_config(self.cfg, final / ckpt.TRAIN_CONFIG)
+            ckpt.share(final)  # the permissions of a checkpoint
         acc.wait_for_everyone()
         return final
 

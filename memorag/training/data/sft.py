@@ -21,7 +21,8 @@ marker), so the loss is on the target only.
 
 `SFTBatches` reads the samples lazily in a seeded order per epoch and groups them
 by window count (ceil(length / window)), so a batch holds samples of equal window
-count, right-padded to the longest (pads are labelled -100).
+count, right-padded to the longest (pads are labelled -100). It reads other sample
+formats too, given their `parse` (the reader's, `memorag.training.data.reader_samples`).
 """
 
 from __future__ import annotations
@@ -185,9 +186,10 @@ class SFTBatches:
     def __init__(
         self,
         files: Sequence[str | Path],
-        render: Callable[[SFTSample], TokenizedSample],
+        render: Callable[[Any], TokenizedSample],
         spec: SFTSpec,
         fits: Callable[[int], bool] | None = None,
+        parse: Callable[[Any, str], Any] = SFTSample.from_record,
     ) -> None:
         if not files:
             raise ValueError("no SFT data: set data.files to JSONL files of samples")
@@ -195,6 +197,7 @@ class SFTBatches:
         if any(path.suffix != ".jsonl" for path in self.files):
             raise ValueError("SFT data must be .jsonl files (see memorag.training.data.sft)")
         self.render = render
+        self.parse = parse
         self.spec = spec
         self.fits = fits or (lambda _length: True)
         self.index = self._build_index()
@@ -232,14 +235,14 @@ class SFTBatches:
             self._order = (epoch, order)
         return self._order[1]
 
-    def sample(self, position: int) -> SFTSample:
+    def sample(self, position: int) -> Any:
         number, offset = self.index[position]
         path = self.files[number]
         with open(path, "rb") as handle:
             handle.seek(offset)
             line = handle.readline()
         where = f"{path} (byte {offset})"
-        return SFTSample.from_record(_parse(line, where), where)
+        return self.parse(_parse(line, where), where)
 
     def tokenized(self, position: int) -> TokenizedSample:
         if position not in self._tokenized:
@@ -313,5 +316,5 @@ class SFTBatches:
         """Micro-batches until the end of the last epoch (renders every sample once; needs max_epochs)."""
         if self.spec.max_epochs is None:
             raise ValueError("counting batches needs a finite number of epochs")
-        fresh = SFTBatches(self.files, self.render, self.spec, self.fits)
+        fresh = SFTBatches(self.files, self.render, self.spec, self.fits, self.parse)
         return sum(1 for _ in fresh)

@@ -1,0 +1,155 @@
+"""The reader recipe (train/reader.py): a LoRA adapter on a tiny random Llama over the debug samples.
+
+What it trains on is what the pipeline sends (the generator's own measurement of the prompt, the
+reply after it); a run stopped and resumed ends with the adapter of an uninterrupted run, bit for
+bit; settings it does not read, and unknown ones, are refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from memorag.config import ConfigError, load_config
+from memorag.training import run_checkpoints as ckpt
+from memorag.training.cli import train_main
+from memorag.training.config import TrainConfig
+from memorag.training.data.reader_samples import ReaderSample, render_reader_sample
+from memorag.training.data.sft import IGNORE_INDEX
+from tests.training.helpers import ROOT, reset_accelerate, train_losses
+
+DEBUG_READER = ROOT / "configs" / "debug-reader.yaml"
+SAMPLES = ROOT / "examples" / "reader_debug.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state():
+    reset_accelerate()
+    yield
+    reset_accelerate()
+
+
+def reader_config(output_dir: Path, *overrides: str) -> TrainConfig:
+    return load_config(TrainConfig, DEBUG_READER, [
+        f"checkpoint.output_dir={output_dir}", "logging.progress_bar=false", f"data.files=[{SAMPLES}]",
+        *overrides])
+
+
+def run(cfg: TrainConfig) -> dict:
+    from memorag.training.reader_trainer import ReaderTrainer
+
+    reset_accelerate()
+    return ReaderTrainer(cfg).train()
+
+
+def test_a_sample_is_the_prompt_the_generator_measures_then_the_reply_and_its_stop():
+    from memorag.generation.local import LocalGenerator
+    from memorag.training.reader_trainer import load_base
+
+    cfg = reader_config(Path("unused"))
+    base, tokenizer = load_base(cfg.model, torch.float32)
+    generator = LocalGenerator(base, tokenizer)
+    record = json.loads(SAMPLES.read_text().splitlines()[0])
+    sample = ReaderSample.from_record(record)
+    rendered = render_reader_sample(generator.measure, tokenizer, 1, sample)
+    sent = generator.measure(record["prompt"], record["system"]).ids
+    assert tuple(rendered.input_ids[: len(sent)]) == sent  # the pipeline's own tokens, unchanged
+    reply = rendered.input_ids[len(sent):]
+    assert tokenizer.decode(reply[:-1]) == record["target"] and reply[-1] == 1
+    assert rendered.labels[: len(sent)] == [IGNORE_INDEX] * len(sent) and rendered.labels[len(sent):] == reply
+
+
+def test_the_loss_is_the_replys_cross_entropy_from_its_rows_alone():
+    from memorag.training.reader_trainer import ReaderModel, load_base
+
+    cfg = reader_config(Path("unused"))
+    torch.manual_seed(0)
+    model = ReaderModel(*load_base(cfg.model, torch.float32), cfg.adapter)
+    input_ids = torch.randint(2, 200, (2, 12))
+    labels = torch.full_like(input_ids, IGNORE_INDEX)
+    labels[0, 8:] = input_ids[0, 8:]
+    labels[1, 5:9] = input_ids[1, 5:9]  # a shorter reply, then padding
+    output = model(input_ids, labels)
+    logits = model.base_model(input_ids=input_ids).logits  # [2, 12, V], every row
+    expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                 labels[:, 1:].reshape(-1), ignore_index=IGNORE_INDEX)
+    assert int(output.loss_token_count) == 4 + 4
+    torch.testing.assert_close(output.loss, expected)
+
+
+def test_only_the_adapter_is_trained_and_saved(tmp_path):
+    summary = run(reader_config(tmp_path, "optim.max_steps=2", "checkpoint.every_steps=2"))
+    assert summary["reason"] == "finished" and summary["step"] == 2
+    folder = tmp_path / "checkpoint-2"
+    saved = load_file(str(folder / "adapter_model.safetensors"))
+    assert saved and all("lora_" in name for name in saved)
+    assert not (folder / "memory_weights.safetensors").exists() and ckpt.is_complete(folder)
+    assert json.loads((folder / "adapter_config.json").read_text())["r"] == 4
+    assert (tmp_path / "final" / "adapter_model.safetensors").is_file()
+    losses = train_losses(tmp_path)
+    assert sorted(losses) == [1, 2] and all(loss > 0 for loss in losses.values())
+
+
+def test_a_stopped_and_resumed_run_ends_with_the_adapter_of_an_uninterrupted_one(tmp_path):
+    settings = ["optim.max_steps=6", "optim.grad_accumulation=2", "checkpoint.every_steps=100"]
+    run(reader_config(tmp_path / "straight", *settings))
+    first = run(reader_config(tmp_path / "resumed", *settings, "optim.stop_at_step=3"))
+    assert first["step"] == 3 and first["reason"].startswith("stopped")
+    second = run(reader_config(tmp_path / "resumed", *settings))
+    assert second["step"] == 6 and second["reason"] == "finished"
+    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
+    assert sorted(resumed) == sorted(straight) == [1, 2, 3, 4, 5, 6]
+    assert [resumed[step] for step in (4, 5, 6)] == [straight[step] for step in (4, 5, 6)]
+    a = load_file(str(tmp_path / "straight" / "checkpoint-6" / "adapter_model.safetensors"))
+    b = load_file(str(tmp_path / "resumed" / "checkpoint-6" / "adapter_model.safetensors"))
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert torch.equal(a[name], b[name]), name  # bit for bit
+    first_state = json.loads((tmp_path / "resumed" / "checkpoint-6" / "data_state.json").read_text())
+    assert first_state["sha256"] and first_state["num_samples"] == 8
+
+
+def test_a_resume_over_rebuilt_data_is_refused(tmp_path):
+    data = tmp_path / "samples.jsonl"
+    data.write_text(SAMPLES.read_text())
+    settings = ["optim.max_steps=4", f"data.files=[{data}]"]
+    run(reader_config(tmp_path / "run", *settings, "optim.stop_at_step=1"))
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n")  # same samples, another order
+    with pytest.raises(ConfigError, match="differ from those this run was trained on"):
+        run(reader_config(tmp_path / "run", *settings))
+
+
+def test_the_adapter_cannot_change_within_a_run(tmp_path):
+    run(reader_config(tmp_path, "optim.max_steps=4", "optim.stop_at_step=1"))
+    with pytest.raises(ConfigError, match="trained as another model: adapter.rank"):
+        run(reader_config(tmp_path, "optim.max_steps=4", "adapter.rank=8", "checkpoint.resume_with_changes=true"))
+
+
+@pytest.mark.parametrize("override, named", [
+    ("adapter.rnk=4", "rnk"),
+    ("model.memory_rank=4", "model.memory_rank"),
+    ("loss.kind=distill", "loss.kind"),
+    ("adapter.rank=0", "adapter.rank"),
+])
+def test_bad_settings_are_refused_with_one_error_line(tmp_path, capsys, override, named):
+    status = train_main("reader", ["--config", str(DEBUG_READER), f"checkpoint.output_dir={tmp_path}", override])
+    assert status == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error[-1].startswith("error: ") and named in error[-1]
+    assert not list(tmp_path.glob("checkpoint-*"))
+
+
+def test_a_config_of_another_stage_is_refused_by_the_reader_script(capsys):
+    status = train_main("reader", ["--config", str(ROOT / "configs" / "debug-sft.yaml")])
+    assert status == 2 and "train/sft.py" in capsys.readouterr().err
+
+
+def test_the_shipped_reader_config_loads_and_names_the_embedded_base():
+    cfg = load_config(TrainConfig, ROOT / "configs" / "reader" / "embedded.yaml")
+    assert cfg.stage == "reader" and cfg.model.base == "embedded" and cfg.checkpoint.keep_last >= 1
+    assert set(cfg.adapter.target_modules) <= {"q_proj", "k_proj", "v_proj", "o_proj"}

@@ -1,0 +1,65 @@
+"""Reader training data: the pipeline's answer prompts over its own retrieval, from the tuning splits only.
+
+    python train/build_reader_data.py --out runs/data/reader/train.jsonl
+    python train/build_reader_data.py --hotpotqa 40 --squad 20 --out small.jsonl
+    python train/build_reader_data.py --out part.jsonl pipeline.evidence_tokens=2048
+
+HotpotQA dev rows 0..4,999 and the SQuAD v2 dev articles of the first half of the file
+(memorag/training/reader_data.py); the held-out rows and articles are never read. Pipeline settings
+default to the harness's CPU ones (configs/eval/cpu-hour.yaml); `pipeline.KEY=VALUE` changes them.
+Writes the JSONL and, beside it, OUT.stats.json (the settings, counts and build time).
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from memorag.config import apply_overrides, config_from_dict, config_to_dict
+from memorag.pipeline.types import PipelineConfig
+from memorag.storage.io import atomic_write_text
+from memorag.training.reader_data import ReaderModels, build_reader_records, interleave, tuning_examples
+
+# the harness's CPU settings (configs/eval/cpu-hour.yaml): what the reader will be asked under
+HARNESS_PIPELINE = {"device": "cpu", "generator_window": 4096, "answer_max_new_tokens": 32, "evidence_tokens": 1024}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="the JSONL to write")
+    parser.add_argument("--hotpotqa", type=int, default=2000, help="HotpotQA questions (of rows 0..4,999)")
+    parser.add_argument("--squad", type=int, default=1000, help="SQuAD v2 questions (of the tuning articles)")
+    parser.add_argument("--context-tokens", type=int, default=4096, help="each question's long context")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("overrides", nargs="*", metavar="pipeline.KEY=VALUE")
+    args = parser.parse_args()
+    for item in args.overrides:
+        if not item.startswith("pipeline."):
+            parser.error(f"{item!r}: settings are pipeline.KEY=VALUE")
+    settings = apply_overrides(dict(HARNESS_PIPELINE), [item.removeprefix("pipeline.") for item in args.overrides])
+    pipeline = config_from_dict(PipelineConfig, settings)
+    started = time.perf_counter()
+    models = ReaderModels.load(pipeline)
+    tokenizer = models.memory_model.tokenizer
+    groups = [tuning_examples("hotpotqa", args.hotpotqa, args.context_tokens, args.seed, tokenizer) if args.hotpotqa else [],
+              tuning_examples("squad", args.squad, args.context_tokens, args.seed, tokenizer) if args.squad else []]
+    examples = interleave(groups, args.seed)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as handle:
+        def write(record):
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        reasons = build_reader_records(models, pipeline, examples, write, args.seed)
+    partial.replace(out)
+    stats = {"examples": len(examples), "targets": dict(sorted(reasons.items())), "pipeline": config_to_dict(pipeline),
+             "hotpotqa": args.hotpotqa, "squad": args.squad, "context_tokens": args.context_tokens,
+             "seed": args.seed, "build_s": round(time.perf_counter() - started, 1)}
+    atomic_write_text(out.with_name(out.name + ".stats.json"), json.dumps(stats, indent=1) + "\n")
+    print(json.dumps(stats["targets"]), f"{len(examples)} samples in {stats['build_s']} s -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
