@@ -184,12 +184,10 @@ def squad_long_context(
     for question_index in _squad_select(questions, num_questions, seed, answerable):
         article_index, paragraph_index, qa = questions[question_index]
         rng = random.Random(f"squad-longctx:{seed}:{qa['id']}")
-        article = [
-            dataclasses.replace(b, gold=(k == paragraph_index))
-            for k, b in enumerate(article_blocks[article_index])
-        ]
+        blocks = article_blocks[article_index]
+        article = [dataclasses.replace(b, gold=(k == paragraph_index)) for k, b in enumerate(blocks)]
         group = article if target_tokens is None else _trim_article(article, paragraph_index, target_tokens, counter)
-        excluded = {block.doc_id for block in article_blocks[article_index]}
+        excluded = {block.doc_id for block in blocks}
         built = fit_blocks([group], [], PoolDrawer(pool, excluded, rng), target_tokens, counter, placement, rng,
                            with_title=False)
         title = articles[article_index]["title"]
