@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memorag.generation import Generator, PromptTokens
+from memorag.generation.base import WrappedGenerator
 from memorag.modes.results import Evidence
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -52,24 +53,12 @@ def evidence_tokens(evidence: Sequence[Evidence]) -> int:
     return sum(item.num_tokens for item in evidence)
 
 
-class MeteredGenerator(Generator):
+class MeteredGenerator(WrappedGenerator):
     """Passes every call on to `inner`, counting the prompt tokens of each call."""
 
     def __init__(self, inner: Generator):
-        self.inner = inner
+        super().__init__(inner)
         self.prompt_tokens: list[int] = []
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.inner.name
-
-    @property
-    def context_window(self) -> int | None:  # type: ignore[override]
-        return self.inner.context_window
-
-    @context_window.setter
-    def context_window(self, value: int | None) -> None:
-        self.inner.context_window = value
 
     def generate(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 256,
                  on_text: Callable[[str], None] | None = None) -> str:

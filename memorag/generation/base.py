@@ -114,3 +114,23 @@ class Generator(ABC):
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": type(self).__name__, "context_window": self.context_window}
+
+
+class WrappedGenerator(Generator, ABC):
+    """A generator that stands in front of `inner`: its name and context window are `inner`'s (setting
+    the window sets `inner`'s); subclasses say what each call does."""
+
+    def __init__(self, inner: Generator):
+        self.inner = inner
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def context_window(self) -> int | None:  # type: ignore[override]
+        return self.inner.context_window
+
+    @context_window.setter
+    def context_window(self, value: int | None) -> None:
+        self.inner.context_window = value

@@ -33,7 +33,7 @@ from typing import Any
 from memorag.evaluation.datasets.hotpotqa import hotpotqa_long_context
 from memorag.evaluation.datasets.squad import squad_long_context
 from memorag.evaluation.recall import CONTEXT_DOC_ID
-from memorag.generation.base import Generator, PromptTokens
+from memorag.generation.base import Generator, PromptTokens, WrappedGenerator
 from memorag.pipeline import MemoRAG
 from memorag.pipeline.types import PipelineConfig
 from memorag.prompting.answer_check import NO_ANSWER_REPLY
@@ -46,25 +46,13 @@ SOURCES = ("hotpotqa", "squad")
 MODE = "rag"
 
 
-class PromptRecorder(Generator):
+class PromptRecorder(WrappedGenerator):
     """A generator that writes nothing: it measures prompts as `inner` does and keeps the last one
     the pipeline sends (`last`)."""
 
     def __init__(self, inner: Generator):
-        self.inner = inner
+        super().__init__(inner)
         self.last: PromptTokens | None = None
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.inner.name
-
-    @property
-    def context_window(self) -> int | None:  # type: ignore[override]
-        return self.inner.context_window
-
-    @context_window.setter
-    def context_window(self, value: int | None) -> None:
-        self.inner.context_window = value
 
     def generate(self, prompt: str, *, system: str | None = None, max_new_tokens: int = 256,
                  on_text: Callable[[str], None] | None = None) -> str:
