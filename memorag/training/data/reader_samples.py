@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .sft import IGNORE_INDEX, TokenizedSample
+from .sft import IGNORE_INDEX, TokenizedSample, checked_fields
 
 REQUIRED_FIELDS = ("prompt", "target")
 
@@ -36,16 +36,7 @@ class ReaderSample:
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> ReaderSample:
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}: a reader sample must be a JSON object, got {type(record).__name__}")
-        for name in REQUIRED_FIELDS:
-            value = record.get(name)
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{where}: field {name!r} must be a non-empty string "
-                                 f"(fields: {', '.join(REQUIRED_FIELDS)}, and system)")
-        system = record.get("system")
-        if system is not None and not isinstance(system, str):
-            raise ValueError(f"{where}: field 'system' must be a string or null")
+        system = checked_fields(record, REQUIRED_FIELDS, "a reader", where)
         return cls(record["prompt"], record["target"], system)
 
 

@@ -44,6 +44,22 @@ REQUIRED_FIELDS = ("context", "instruction", "target")
 IGNORE_INDEX = -100
 
 
+def checked_fields(record: Any, required: tuple[str, ...], kind: str, where: str) -> str | None:
+    """`record`'s optional `system` once `record` is a JSON object whose `required` fields are non-empty
+    strings; else a ValueError naming `where`, the field and what a `kind` sample holds."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: {kind} sample must be a JSON object, got {type(record).__name__}")
+    for name in required:
+        value = record.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{where}: field {name!r} must be a non-empty string "
+                             f"(fields: {', '.join(required)}, and optionally system)")
+    system = record.get("system")
+    if system is not None and not isinstance(system, str):
+        raise ValueError(f"{where}: field 'system' must be a string when given")
+    return system
+
+
 @dataclass(frozen=True)
 class SFTSample:
     context: str
@@ -53,15 +69,7 @@ class SFTSample:
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> SFTSample:
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}: an SFT sample must be a JSON object, got {type(record).__name__}")
-        for name in REQUIRED_FIELDS:
-            value = record.get(name)
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{where}: field {name!r} must be a non-empty string (fields: {', '.join(REQUIRED_FIELDS)})")
-        system = record.get("system")
-        if system is not None and not isinstance(system, str):
-            raise ValueError(f"{where}: field 'system' must be a string when given")
+        system = checked_fields(record, REQUIRED_FIELDS, "an SFT", where)
         return cls(record["context"], record["instruction"], record["target"], system)
 
 
