@@ -87,6 +87,9 @@ def test_the_wheel_carries_the_shipped_weights_and_licence_but_not_their_trainin
     for needed in ("memory_weights.safetensors", "memory_config.json", "train_config.yaml", "README.md"):
         assert shipped + needed in names, needed
     assert not [name for name in names if name.startswith((shipped + "eval/", shipped + "training_runs/"))]
+    reader = "memorag/weights/reader-smollm2-135m-instruct/"
+    for needed in ("adapter_model.safetensors", "adapter_config.json", "train_config.yaml", "README.md"):
+        assert reader + needed in names, needed
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
     metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
     assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(metadata).decode()

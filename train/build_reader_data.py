@@ -3,6 +3,7 @@
     python train/build_reader_data.py --out runs/data/reader/train.jsonl
     python train/build_reader_data.py --hotpotqa 40 --squad 20 --out small.jsonl
     python train/build_reader_data.py --out part.jsonl pipeline.evidence_tokens=2048
+    python train/build_reader_data.py --answer-forms sentence --seed 1 --out cli.jsonl   # the CLI's prompt
 
 HotpotQA dev rows 0..4,999 and the SQuAD v2 dev articles of the first half of the file
 (memorag/training/reader_data.py); the held-out rows and articles are never read. Pipeline settings
@@ -19,7 +20,13 @@ from pathlib import Path
 from memorag.config import apply_overrides, config_from_dict, config_to_dict
 from memorag.pipeline.types import PipelineConfig
 from memorag.storage.io import atomic_write_text
-from memorag.training.reader_data import ReaderModels, build_reader_records, interleave, tuning_examples
+from memorag.training.reader_data import (
+    FORMS,
+    ReaderModels,
+    build_reader_records,
+    interleave,
+    tuning_examples,
+)
 
 # the harness's CPU settings (configs/eval/cpu-hour.yaml): what the reader will be asked under
 HARNESS_PIPELINE = {"device": "cpu", "generator_window": 4096, "answer_max_new_tokens": 32, "evidence_tokens": 1024}
@@ -32,6 +39,10 @@ def main() -> int:
     parser.add_argument("--squad", type=int, default=1000, help="SQuAD v2 questions (of the tuning articles)")
     parser.add_argument("--context-tokens", type=int, default=4096, help="each question's long context")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--answer-forms", nargs="+", choices=FORMS, default=["benchmark"],
+                        help="the answer prompts asked under, one drawn per question: the task's benchmark form "
+                             "(default) and/or the CLI's sentence form")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("overrides", nargs="*", metavar="pipeline.KEY=VALUE")
     args = parser.parse_args()
     for item in args.overrides:
@@ -51,11 +62,12 @@ def main() -> int:
     with open(partial, "w", encoding="utf-8") as handle:
         def write(record):
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        reasons = build_reader_records(models, pipeline, examples, write, args.seed)
+        reasons = build_reader_records(models, pipeline, examples, write, args.seed, forms=args.answer_forms,
+                                       progress=not args.no_progress)
     partial.replace(out)
-    stats = {"examples": len(examples), "targets": dict(sorted(reasons.items())), "pipeline": config_to_dict(pipeline),
+    stats = {"command": " ".join(["python train/build_reader_data.py", *sys.argv[1:]]), "examples": len(examples), "targets": dict(sorted(reasons.items())), "pipeline": config_to_dict(pipeline),
              "hotpotqa": args.hotpotqa, "squad": args.squad, "context_tokens": args.context_tokens,
-             "seed": args.seed, "build_s": round(time.perf_counter() - started, 1)}
+             "seed": args.seed, "answer_forms": args.answer_forms, "build_s": round(time.perf_counter() - started, 1)}
     atomic_write_text(out.with_name(out.name + ".stats.json"), json.dumps(stats, indent=1) + "\n")
     print(json.dumps(stats["targets"]), f"{len(examples)} samples in {stats['build_s']} s -> {out}")
     return 0

@@ -34,11 +34,11 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-import torch
 from tqdm.auto import tqdm
 
 from memorag.config import config_to_dict
 from memorag.evaluation import recall as recall_lib
+from memorag.evaluation.bootstrap import mean_interval
 from memorag.evaluation.clue_sources import needs_memory, write_clues
 from memorag.evaluation.datasets.schema import CorpusTask, EvalExample, load_corpus_task, read_examples
 from memorag.evaluation.partial_records import PartialRecords
@@ -194,16 +194,9 @@ def paired_gain(records: Sequence[dict[str, Any]], field: str, name: str, sample
                 seed: int = 0) -> dict[str, float] | None:
     """Mean of `name`'s recall minus the query's over the same examples, in points, with a 95%
     percentile bootstrap interval over examples (a generator seeded by `seed`); None without examples."""
-    diffs = [r[field][name] - r[field]["query"] for r in records
+    diffs = [100 * (r[field][name] - r[field]["query"]) for r in records
              if r[field][name] is not None and r[field]["query"] is not None]
-    if not diffs:
-        return None
-    points = 100 * torch.tensor(diffs, dtype=torch.float64)
-    generator = torch.Generator().manual_seed(seed)
-    draws = points[torch.randint(0, len(diffs), (samples, len(diffs)), generator=generator)].mean(-1)
-    low, high = torch.quantile(draws, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-    return {"points": round(float(points.mean()), 2), "low": round(low, 2), "high": round(high, 2),
-            "examples": len(diffs), "bootstrap_samples": samples, "seed": seed}
+    return mean_interval(diffs, samples, seed)
 
 
 def write_records(path: str | os.PathLike[str], records: Sequence[dict[str, Any]]) -> Path:

@@ -41,6 +41,19 @@ def _classification(prediction: str, example: EvalExample) -> float:
     return metrics.max_over_references(metrics.classification_score, prediction, example.answers, all_classes=classes)
 
 
+def _squad_v2(prediction: str, example: EvalExample) -> float:
+    """SQuAD v2's rule (its official evaluation script): a question without answers scores 1 when the
+    reply is no answer and 0 otherwise; one with answers scores 0 for no answer, else the best F1 over
+    its answers. A reply is no answer when the answer check says so (empty, the question repeated, or a
+    refusal such as `NO_ANSWER_REPLY`), which stands for the script's empty prediction."""
+    from memorag.prompting.answer_check import no_answer_reason
+
+    abstained = no_answer_reason(example.question, prediction) is not None
+    if not example.answers:
+        return float(abstained)
+    return 0.0 if abstained else metrics.max_over_references(metrics.qa_f1_score, prediction, example.answers)
+
+
 def _babilong(prediction: str, example: EvalExample) -> float:
     task = example.meta.get("babilong_task")
     if task not in metrics.BABILONG_TASK_LABELS or len(example.answers) != 1:
@@ -64,6 +77,7 @@ SCORERS: dict[str, Scorer] = {
     "string_match_all": _ruler(metrics.string_match_all),
     "string_match_part": _ruler(metrics.string_match_part),
     "babilong_answer_correct": _babilong,
+    "squad_v2_f1": _squad_v2,
 }
 """Metric name (as examples name it) -> scorer of one prediction."""
 

@@ -7,6 +7,7 @@ from memorag.runtime.placement import Placement
 from .base import Generator, GeneratorError
 from .local import LocalGenerator
 from .openai import OpenAIGenerator
+from .reader_adapter import merge_adapter, shared_copy
 
 # Names meaning "the memory model's own base model".
 SHARED_NAMES = frozenset({"memory", "memory-model", "shared"})
@@ -32,9 +33,13 @@ def load_generator(
     """The generator named by `spec`.
 
     - None or "memory": the memory model's base model, sharing its weights;
+    - "embedded": the embedded LM with the reader adapter trained for it merged
+      (memorag/generation/reader_adapter.py); over the embedded memory model it holds the memory
+      model's weights but the adapted projections, which are copies;
+    - "embedded-base": the embedded LM as it comes (shared when the memory model is the embedded LM);
     - an http(s) URL: an OpenAI-compatible endpoint (`endpoint_model` names the model;
       without it the first model the server lists is used);
-    - anything else: a local transformers model (a folder, a hub id or "embedded"). When
+    - anything else: a local transformers model (a folder or a hub id). When
       it names the memory model's own base, that model is shared rather than loaded twice.
       `placement` (default: CUDA when present, else CPU, the checkpoint's dtype) says where
       and in what precision it loads; a shared model stays where the memory model is.
@@ -44,20 +49,52 @@ def load_generator(
             str(spec), endpoint_model, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries,
             context_window=context_window, tokenizer=tokenizer,
         )
-    if spec is None or str(spec).strip().lower() in SHARED_NAMES or _same_model(spec, memory_model):
+    from memorag.runtime.embedded import EMBEDDED_LM, is_embedded_base_lm, is_embedded_lm
+
+    name = None if spec is None else str(spec).strip().lower()
+    embedded_memory = memory_model is not None and memory_model.name == EMBEDDED_LM
+    if name is None or name in SHARED_NAMES:
         if memory_model is None:
             raise GeneratorError("no memory model to share: name a generator model or endpoint")
         return LocalGenerator.from_memory_model(memory_model, **local_kwargs)
     placement = placement or Placement.resolve()
+    if is_embedded_base_lm(name):
+        if embedded_memory:
+            return LocalGenerator.from_memory_model(memory_model, **local_kwargs)
+        return _load(EMBEDDED_LM, placement, local_kwargs)
+    if is_embedded_lm(name):
+        if embedded_memory:
+            return _shared_reader(memory_model, local_kwargs)
+        return _own_reader(_load(EMBEDDED_LM, placement, local_kwargs), placement, local_kwargs)
+    if memory_model is not None and str(spec) == memory_model.name:
+        return LocalGenerator.from_memory_model(memory_model, **local_kwargs)
+    return _load(str(spec), placement, local_kwargs)
+
+
+def _load(spec: str, placement: Placement, local_kwargs: dict) -> LocalGenerator:
     return LocalGenerator.from_pretrained(spec, device=placement.device, dtype=placement.dtype,
                                           quantize=placement.quantize, **local_kwargs)
 
 
-def _same_model(spec: str, memory_model) -> bool:
-    if memory_model is None:
-        return False
-    from memorag.generation.models import EMBEDDED_LM, is_embedded_lm
+_QUANTIZED = ("the embedded reader adapter merges into full-precision weights, and {what} is quantized; drop the "
+              "quantization, or use --generator embedded-base (the LM as it comes)")
 
-    if is_embedded_lm(spec):
-        return memory_model.name == EMBEDDED_LM
-    return str(spec) == memory_model.name
+
+def _shared_reader(memory_model, local_kwargs: dict) -> LocalGenerator:
+    """The reader over the embedded memory model's base: its tensors but the adapted projections."""
+    from memorag.runtime.embedded import EMBEDDED_READER, SHIPPED_READER_DIR
+
+    if getattr(memory_model.base_model.config, "quantization_config", None) is not None:
+        raise GeneratorError(_QUANTIZED.format(what="the memory model"))
+    model = merge_adapter(shared_copy(memory_model), SHIPPED_READER_DIR)
+    return LocalGenerator(model, memory_model.tokenizer, name=EMBEDDED_READER, shared=True, **local_kwargs)
+
+
+def _own_reader(generator: LocalGenerator, placement: Placement, local_kwargs: dict) -> LocalGenerator:
+    """The reader over an embedded LM loaded for the generator alone (the memory model is another)."""
+    from memorag.runtime.embedded import EMBEDDED_READER, SHIPPED_READER_DIR
+
+    if placement.quantize:
+        raise GeneratorError(_QUANTIZED.format(what="the generator"))
+    return LocalGenerator(merge_adapter(generator.model, SHIPPED_READER_DIR), generator.tokenizer,
+                          name=EMBEDDED_READER, **local_kwargs)

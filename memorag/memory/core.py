@@ -20,7 +20,7 @@ over its own cache as alone (`PackedStepRows`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -152,13 +152,19 @@ class MemoryCore(nn.Module):
 
     def base_state_dict(self) -> dict[str, torch.Tensor]:
         """The frozen base model's weights under its own names (as if it were not patched)."""
+        return self._unpatched(self.base_model.state_dict().items())
+
+    def base_tensors(self) -> dict[str, torch.Tensor]:
+        """Every parameter (the `nn.Parameter` itself, tied ones under each name) and buffer of the frozen
+        base, under the names the unpatched model gives them: what a second model of the base's config
+        needs to hold the same weights (memorag/generation/reader_adapter.py)."""
+        return self._unpatched([*self.base_model.named_parameters(remove_duplicate=False),
+                                *self.base_model.named_buffers(remove_duplicate=False)])
+
+    def _unpatched(self, named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         wrapped = f".{self.family.attention}."
-        state = {}
-        for name, tensor in self.base_model.state_dict().items():
-            if f"{wrapped}memory." in name:
-                continue
-            state[name.replace(f"{wrapped}base_layer.", wrapped)] = tensor
-        return state
+        return {name.replace(f"{wrapped}base_layer.", wrapped): tensor for name, tensor in named
+                if f"{wrapped}memory." not in name}
 
     def memory_weights_hash(self) -> str:
         """sha256 of the memory parameters; recomputed only after they change."""

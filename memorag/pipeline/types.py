@@ -73,7 +73,9 @@ class PipelineConfig:
     chunk_tokens: int = 160  # tokens of the memory model's tokenizer (MiniLM reads up to 256 word pieces)
     overlap_tokens: int = 24
     # the generator (free to change between runs)
-    generator: str | None = None  # None: the memory model's base; a model folder/hub id; or an http(s) endpoint
+    # None: the memory model's base; "embedded": the embedded LM with its reader adapter ("embedded-base":
+    # without); a model folder/hub id; or an http(s) endpoint
+    generator: str | None = None
     generator_model: str | None = None  # the model name at an endpoint
     generator_window: int | None = None  # tokens the generator reads; None: the local model's, unknown for endpoints
     api_key_env: str = "OPENAI_API_KEY"

@@ -299,6 +299,17 @@ UNTRAINED_MEMORY = "untrained"  # copies of the base model's projections (what t
 MEMORY_WEIGHT_NAMES = frozenset({AUTO_MEMORY, SHIPPED_MEMORY, UNTRAINED_MEMORY})
 SHIPPED_MEMORY_DIR = Path(__file__).resolve().parents[1] / "weights" / "memory-smollm2-135m-instruct"
 
+# The embedded generator (`generator=` of MemoRAG, `--generator`): "embedded" is the embedded LM with the reader
+# adapter trained for it (docs/training.md, "The reader"); `embedded-base` is the LM as it comes.
+SHIPPED_READER_DIR = Path(__file__).resolve().parents[1] / "weights" / "reader-smollm2-135m-instruct"
+EMBEDDED_READER = f"{EMBEDDED_LM}+reader"  # the name the tuned embedded generator goes by in records
+EMBEDDED_BASE_LM = "embedded-base"
+
+
+def is_embedded_base_lm(name: str | os.PathLike[str] | None) -> bool:
+    """Whether `name` asks for the embedded LM as it comes, without the reader adapter."""
+    return name is not None and os.fspath(name).strip().lower() == EMBEDDED_BASE_LM
+
 
 def is_memory_weights_name(text: str | os.PathLike[str] | None) -> bool:
     """Whether `text` is one of `MEMORY_WEIGHT_NAMES` (not a folder or a hub id)."""

@@ -42,6 +42,7 @@ from memorag.prompting.clues import normalize
 from memorag.retrieval.chunking import Document
 
 ORDERS = ("best-first", "document")
+FORMS = ("benchmark", "sentence")  # the task's benchmark answer prompt, or the CLI's (`AnswerForm()`)
 SOURCES = ("hotpotqa", "squad")
 MODE = "rag"
 
@@ -112,20 +113,26 @@ class ReaderModels:
         return cls(loader.memory_model, loader.embedder, loader.embedder_name, PromptRecorder(loader.generator))
 
 
-def reader_record(models: ReaderModels, pipeline: PipelineConfig, example: Any, order: str) -> dict[str, Any]:
+def reader_record(models: ReaderModels, pipeline: PipelineConfig, example: Any, order: str,
+                  form_kind: str = "benchmark") -> dict[str, Any]:
     """One sample: `example`'s context memorized, its question asked in the rag mode with the evidence
-    in `order`, the prompt the pipeline sent and the target over its evidence."""
+    in `order` under the answer prompt `form_kind` (`FORMS`), the prompt the pipeline sent and the target
+    over its evidence (under the sentence form, the span ended as a sentence)."""
     config = dataclasses.replace(pipeline, evidence_order=order)
     rag = MemoRAG(config, memory_model=models.memory_model, embedder=models.embedder,
                   embedder_name=models.embedder_name, generator=models.recorder)
     rag.memorize([Document(id=CONTEXT_DOC_ID, text=example.context)], with_memory=False, show_progress=False)
-    form = as_answer_form(example.meta["answer_prompt"])
+    if form_kind not in FORMS:
+        raise ValueError(f"answer form {form_kind!r}; choose from {', '.join(FORMS)}")
+    form = as_answer_form(example.meta["answer_prompt"] if form_kind == "benchmark" else None)
     models.recorder.last = None
     answer = rag.ask(example.question, mode=MODE, answer_form=form)
     sent = models.recorder.last
     if sent is None:
         raise RuntimeError(f"the {MODE} mode sent no prompt for example {example.id}")
     target, why = reader_target(example, "\n".join(item.text for item in answer.evidence))
+    if form_kind == "sentence" and not target.endswith((".", "!", "?")):
+        target += "."
     return {"prompt": sent.prompt, "system": sent.system, "target": target, "why": why,
             "task": example.task, "id": example.id, "answer_prompt": form.name, "order": order,
             "row": example.meta.get("row"), "article": example.meta.get("article"),
@@ -152,13 +159,19 @@ def interleave(groups: Sequence[Sequence[Any]], seed: int) -> list[Any]:
 
 
 def build_reader_records(models: ReaderModels, pipeline: PipelineConfig, examples: Iterable[Any],
-                         on_record: Callable[[dict[str, Any]], None], seed: int = 0) -> Counter:
-    """A record per example (`on_record`), the order alternating by a seeded draw; what the targets were."""
+                         on_record: Callable[[dict[str, Any]], None], seed: int = 0,
+                         forms: Sequence[str] = ("benchmark",), progress: bool = False) -> Counter:
+    """A record per example (`on_record`), the order (and, of several `forms`, the answer prompt) drawn
+    per example by a seeded draw; what the targets were."""
+    from tqdm.auto import tqdm
+
     rng = random.Random(f"{seed}:reader-evidence-order")
+    form_rng = random.Random(f"{seed}:reader-answer-form")
     reasons: Counter = Counter()
-    for example in examples:
+    for example in tqdm(examples, desc="reader samples", unit="sample", disable=not progress):
         started = time.perf_counter()
-        record = reader_record(models, pipeline, example, rng.choice(ORDERS))
+        form_kind = forms[0] if len(forms) == 1 else form_rng.choice(list(forms))
+        record = reader_record(models, pipeline, example, rng.choice(ORDERS), form_kind)
         record["build_s"] = round(time.perf_counter() - started, 3)
         reasons[f"{record['task']}:{record['why']}"] += 1
         on_record(record)

@@ -71,13 +71,20 @@ def load_base(model: ModelSection, dtype: torch.dtype):
     return base.eval(), tokenizer
 
 
+def _base_name(model: ModelSection) -> str:
+    from memorag.runtime.embedded import EMBEDDED_LM, is_embedded_lm
+
+    return EMBEDDED_LM if is_embedded_lm(model.base) else str(model.base)
+
+
 class ReaderModel(nn.Module):
     """The base with its LoRA adapter (`base_model`, a peft model), the tokenizer, and the loss on replies."""
 
-    def __init__(self, base, tokenizer, adapter: AdapterSection):
+    def __init__(self, base, tokenizer, adapter: AdapterSection, base_name: str | None = None):
         from peft import LoraConfig, get_peft_model
 
         super().__init__()
+        self.base_name = base_name  # what the saved adapter names as its base (peft's base_model_name_or_path)
         depth = int(getattr(base.config, "num_hidden_layers", 0))
         if adapter.layers is not None and max(adapter.layers) >= depth:
             raise TrainingInputError(f"adapter.layers={adapter.layers}: the base has layers 0..{depth - 1}")
@@ -119,6 +126,8 @@ class ReaderModel(nn.Module):
                  get_peft_model_state_dict(self.base_model).items()}
         save_file(state, str(folder / ADAPTER_WEIGHTS))
         settings = self.base_model.peft_config["default"].to_dict()
+        if self.base_name is not None:  # the name a user loads, not this machine's cache folder
+            settings["base_model_name_or_path"] = self.base_name
         settings = json.loads(json.dumps(settings, default=lambda value: sorted(value) if isinstance(value, set)
                                          else str(value)))
         atomic_write_text(folder / ADAPTER_CONFIG, json.dumps(settings, indent=1, sort_keys=True) + "\n")
@@ -172,7 +181,7 @@ class ReaderTrainer(Trainer):
         base, tokenizer = load_base(cfg.model, base_dtype(cfg.model, self.bf16))
         if cfg.model.gradient_checkpointing:
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.reader_model = ReaderModel(base, tokenizer, cfg.adapter)
+        self.reader_model = ReaderModel(base, tokenizer, cfg.adapter, base_name=_base_name(cfg.model))
         return self.reader_model
 
     def _trainable_parameters(self, model: ReaderModel) -> dict[str, nn.Parameter]:

@@ -34,6 +34,20 @@ def test_scores_follow_the_named_metric():
     assert score("Oslo\nbut also Bergen", trivia) == 1.0
 
 
+def test_squad_v2_scores_a_question_without_answers_by_whether_the_reply_is_no_answer():
+    from memorag.prompting.answer_check import NO_ANSWER_REPLY
+
+    question = "In what year did the glacier reach the sea?"
+    impossible = _example("squad_v2_f1", [], question=question)
+    answerable = _example("squad_v2_f1", ["1848", "in 1848"], question=question)
+    assert score(NO_ANSWER_REPLY, impossible) == 1.0 and score("", impossible) == 1.0
+    assert score("In what year did the glacier reach the sea", impossible) == 1.0  # the question repeated
+    assert score("1848", impossible) == 0.0
+    assert score(NO_ANSWER_REPLY, answerable) == 0.0
+    assert score("It reached it in 1848", answerable) == pytest.approx(score("It reached it in 1848",
+                                                                             _example("qa_f1_score", ["1848", "in 1848"])))
+
+
 def test_metrics_the_harness_cannot_score_are_named():
     with pytest.raises(MetricError, match="infinitebench_choice.*it scores qa_f1_score"):
         score("A", _example("infinitebench_choice", ["A"]))

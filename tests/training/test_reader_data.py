@@ -48,6 +48,26 @@ def test_the_recorded_prompt_is_the_one_the_rag_mode_sends(order):
     assert record["answer_prompt"] == "ruler:qa"
 
 
+def test_under_the_cli_s_sentence_form_the_prompt_is_the_cli_s_and_the_span_ends_as_a_sentence():
+    model = tiny_model()
+    context = "\n\n".join(topic(number) for number in range(3))
+    question = " ".join(topic(1).split()[:4])
+    answer = topic(1).split()[5]
+    example = _example("squad_v2_dev_longctx", question, [answer], context)
+    settings = {"chunk_tokens": 16, "overlap_tokens": 4, "hits_per_query": 3, "evidence_tokens": 48,
+                "answer_max_new_tokens": 8}
+    sent_to = FakeEchoGenerator(context_window=400)
+    plain = make_rag(model, generator=sent_to, **settings)
+    plain.memorize([Document(id=CONTEXT_DOC_ID, text=context)], with_memory=False)
+    plain.ask(question, mode="rag")  # the CLI's default form
+    models = ReaderModels(model, FakeHashEmbedder(), "fake-hash", PromptRecorder(FakeEchoGenerator(context_window=400)))
+    record = reader_record(models, make_rag(model, **settings).config, example, "best-first", "sentence")
+    assert record["prompt"] == sent_to.prompts[-1] and record["system"]  # with the pipeline's system prompt
+    assert record["answer_prompt"] == "sentence" and record["target"] in (f"{answer}.", NO_ANSWER_REPLY)
+    with pytest.raises(ValueError, match="choose from benchmark, sentence"):
+        reader_record(models, make_rag(model, **settings).config, example, "best-first", "essay")
+
+
 def test_the_target_is_the_answer_only_when_the_evidence_holds_it():
     bridge = _example("hotpotqa_dev_longctx", "Where was the author born?", ["Midland, Michigan"], type="bridge")
     assert reader_target(bridge, "She was born in Midland, Michigan in 1950.") == ("Midland, Michigan", "answer")

@@ -170,7 +170,7 @@ def squad_long_context(
 
     Gold evidence: the question's paragraph (``"document"``) and, for
     answerable questions, every distinct answer occurrence (``"answer"``).
-    ``proxy=True``; metric ``qa_f1_score`` (unanswerable ones need an abstention rule).
+    ``proxy=True``; metric ``qa_f1_score`` for answerable questions only, else SQuAD v2's ``squad_v2_f1``.
     ``split``: the articles questions and padding come from (`squad_split_articles`; ``eval``, the
     held-out half, by default).
     """
@@ -199,7 +199,7 @@ def squad_long_context(
             context=built.context,
             documents=built.documents() if with_documents else None,
             gold_evidence=built.gold_evidence(functools.partial(_answer_evidence, qa, built.context)),
-            metric="qa_f1_score",
+            metric="qa_f1_score" if answerable == "answerable" else "squad_v2_f1",
             meta={**_squad_meta(qa, title, split), **built.meta(counter, target_tokens, seed=seed, placement=placement,
                                                           gold_doc_ids=[f"{title}#p{paragraph_index}"])},
             proxy=True,

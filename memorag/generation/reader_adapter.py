@@ -1,0 +1,83 @@
+"""The embedded reader: the embedded LM with its reader adapter merged, holding every other weight once.
+
+The reader adapter (`SHIPPED_READER_DIR`, peft's format, made by `train/reader.py`; docs/training.md,
+"The reader") is a LoRA adapter on a few projections of the embedded SmolLM2. A generator over it
+is a second causal LM whose parameters are the memory model's base parameters, the same
+`nn.Parameter` objects, except the projections the adapter changes: those are copies with the
+adapter merged in. So the memory model and its clues read the base as before, answers are written
+by the reader, a decoded token costs what it costs the base (the shapes are the base's), and only
+the adapted projections are held twice.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .base import GeneratorError
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def check_adapter_folder(folder: str | os.PathLike[str]) -> Path:
+    """`folder` as a Path, if it holds a peft adapter; else a `GeneratorError` naming what is missing."""
+    path = Path(folder)
+    missing = [name for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS) if not (path / name).is_file()]
+    if missing:
+        raise GeneratorError(f"the reader adapter folder {path} lacks {', '.join(missing)}; reinstall memorag "
+                             "(the embedded reader ships in the package), or use --generator embedded-base")
+    return path
+
+
+def shared_copy(memory_model) -> nn.Module:
+    """A plain causal LM of the memory model's base config whose parameters and buffers are the base's own
+    tensors (`MemoryCore.base_tensors`): built on the meta device, so nothing is allocated or copied."""
+    from transformers import AutoModelForCausalLM
+
+    base = memory_model.base_model
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(base.config, dtype=memory_model.base_dtype)
+    tensors = memory_model.base_tensors()
+    expected = {name for name, _ in (*model.named_parameters(remove_duplicate=False),
+                                     *model.named_buffers(remove_duplicate=False))}
+    if expected != set(tensors):
+        raise GeneratorError(f"the base of {memory_model.name} does not match its config's model "
+                             f"({sorted(expected ^ set(tensors))[:3]}); name a generator model instead")
+    for name, tensor in tensors.items():
+        owner, _, leaf = name.rpartition(".")
+        module = model.get_submodule(owner)
+        if leaf in module._parameters:
+            module._parameters[leaf] = tensor
+        else:
+            module._buffers[leaf] = tensor
+    model.generation_config = base.generation_config
+    return model.eval()
+
+
+def merge_adapter(model: nn.Module, folder: str | os.PathLike[str]) -> nn.Module:
+    """`model` with the LoRA adapter in `folder` merged into copies of the projections it adapts (every other
+    parameter stays `model`'s own). Refuses an adapter whose tensors do not all find their module."""
+    from peft import PeftModel, get_peft_model_state_dict
+    from peft.tuners.lora import LoraLayer
+    from safetensors import safe_open
+
+    path = check_adapter_folder(folder)
+    with warnings.catch_warnings():  # peft asks transformers a deprecated question while wrapping
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        wrapped = PeftModel.from_pretrained(model, str(path), is_trainable=False)
+    with safe_open(str(path / ADAPTER_WEIGHTS), framework="pt") as handle:
+        saved = set(handle.keys())
+    loaded = set(get_peft_model_state_dict(wrapped))
+    if saved != loaded:
+        raise GeneratorError(f"the reader adapter in {path} does not fit {type(model).__name__}: "
+                             f"{sorted(saved ^ loaded)[:3]} (trained for another base?)")
+    for module in wrapped.modules():
+        if isinstance(module, LoraLayer):
+            projection = module.get_base_layer()
+            projection.weight = nn.Parameter(projection.weight.detach().clone(), requires_grad=False)
+    return wrapped.merge_and_unload().eval()
