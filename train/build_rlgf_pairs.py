@@ -9,8 +9,9 @@ Reads the stage's own config: the memory model of `model.*` (`model.memory_weigh
 checkpoint the stage starts from), the questions and scoring of `rlgf.*` (HotpotQA dev rows 0..4,999
 and the SQuAD tuning articles only), the retrieval and reader of `rlgf.pipeline.*`. Writes the pairs to
 data.files[0] (or --out), each question's record first to OUT.partial: stopped, the same command goes on
-where it stopped; once OUT is written, the command does nothing (--rebuild builds it again). OUT.stats.json
-beside it holds the counts, the settings and the build time.
+where it stopped; once OUT is written, the command does nothing (--rebuild builds it again). Beside OUT:
+OUT.questions.jsonl (every question's clue sets and scores, the dropped ones too) and OUT.stats.json (the
+counts, the settings and the build time).
 """
 
 import argparse

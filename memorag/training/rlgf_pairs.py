@@ -23,6 +23,7 @@ and the reference's log-probabilities of the chosen and rejected sets (the memor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -39,7 +40,7 @@ from memorag.evaluation.datasets.hotpotqa import HOTPOTQA_TRAIN_ROWS
 from memorag.evaluation.metrics import max_over_references, qa_f1_score
 from memorag.modes.evidence_plan import clue_plan, offers_draft
 from memorag.modes.memorag import clue_requests, clues_from_replies, draft_from_replies
-from memorag.modes.results import AskHooks, memory_text
+from memorag.modes.results import AskHooks, memory_text, timed
 from memorag.pipeline import MemoRAG
 from memorag.prompting.answer_forms import as_answer_form
 from memorag.retrieval.chunking import Document
@@ -157,18 +158,22 @@ def choose_pair(scores: list[float], margin: float) -> tuple[int, int, str | Non
 def question_record(models: PairModels, pipeline, example: Any, settings: RLGFSection, seed: int) -> dict[str, Any]:
     """Everything one question gives (see the module docstring); `dropped` says why it makes no pair."""
     check_tuning(example.task, example.meta, f"question {example.id}")
-    rag = models.pipeline(pipeline)
+    rag, timings = models.pipeline(pipeline), {}
     document = Document(id=recall_lib.CONTEXT_DOC_ID, text=example.context)
-    rag.memorize([document], with_memory=True, show_progress=False)
+    with timed(timings, "memorize"):
+        rag.memorize([document], with_memory=True, show_progress=False)
     query = example.question.strip()
     language = rag.context(rag.mode(MODE)).language_of(query)
-    requests, sets = sample_clue_sets(rag, query, language, settings, question_seed(seed, example.id))
+    with timed(timings, "sample"):
+        requests, sets = sample_clue_sets(rag, query, language, settings, question_seed(seed, example.id))
     tokenizer, query_hits = rag.memory_model.tokenizer, _query_hits(rag, query)
     scored = []
-    for ids in sets:
-        replies = {kind: tokenizer.decode(reply, skip_special_tokens=True) for kind, reply in zip(requests, ids, strict=True)}
-        scored.append({"replies": replies, "reply_ids": ids, **score_clue_set(rag, example, requests, replies,
-                                                                                query_hits, settings)})
+    with timed(timings, "score"):
+        for ids in sets:
+            replies = {kind: tokenizer.decode(reply, skip_special_tokens=True)
+                       for kind, reply in zip(requests, ids, strict=True)}
+            scored.append({"replies": replies, "reply_ids": ids,
+                           **score_clue_set(rag, example, requests, replies, query_hits, settings)})
     best, worst, dropped = choose_pair([item["score"] for item in scored], settings.margin)
     memory = rag.memory
     record = {"id": example.id, "task": example.task, "row": example.meta.get("row"),
@@ -178,7 +183,9 @@ def question_record(models: PairModels, pipeline, example: Any, settings: RLGFSe
               "prompt_ids": [rag.memory_model.prompt_ids(prompt, memory) for prompt, _ in requests.values()],
               "sets": scored, "chosen": best, "rejected": worst, "dropped": dropped}
     if dropped is None:
-        record["reference"] = reference_logps(rag.memory_model, record)
+        with timed(timings, "reference"):
+            record["reference"] = reference_logps(rag.memory_model, record)
+    record["timings"] = {stage: round(seconds, 3) for stage, seconds in timings.items()}
     return record
 
 
@@ -218,9 +225,12 @@ def read_partial(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def build_pairs(models: PairModels, pipeline, examples: Iterable[Any], settings: RLGFSection, out: Path,
-                seed: int = 0, on_question: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                seed: int = 0, on_question: Callable[[dict[str, Any]], None] | None = None,
+                autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict[str, Any]:
     """Every question's record into `out`.partial (appended and flushed one by one, so a stopped build goes on
-    where it stopped), then the kept pairs into `out`, atomically; the counts and times."""
+    where it stopped), then the kept pairs into `out`, atomically, and the partial file, whole, becomes
+    `out`.questions.jsonl (the dropped questions' sets and scores too); the counts and times. Each question runs
+    under `autocast` (the training's: bf16 weights beside float32 memory parameters need it)."""
     from memorag.storage.io import atomic_write_text
 
     partial = out.with_name(out.name + ".partial")
@@ -234,7 +244,8 @@ def build_pairs(models: PairModels, pipeline, examples: Iterable[Any], settings:
             if example.id in done:
                 continue
             tick = time.perf_counter()
-            record = question_record(models, pipeline, example, settings, seed)
+            with autocast():
+                record = question_record(models, pipeline, example, settings, seed)
             record["build_s"] = round(time.perf_counter() - tick, 3)
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             handle.flush()
@@ -244,7 +255,7 @@ def build_pairs(models: PairModels, pipeline, examples: Iterable[Any], settings:
     records = [done[example.id] for example in examples]
     kept = [record for record in records if record["dropped"] is None]
     atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
-    partial.unlink()
+    partial.replace(out.with_name(out.name + ".questions.jsonl"))  # every question's record, the dropped too
     return {"questions": len(records), "pairs": len(kept), "resumed_questions": resumed,
             "dropped": dict(Counter(r["dropped"] for r in records if r["dropped"] is not None)),
             "question_s_mean": round(sum(r["build_s"] for r in records) / max(len(records), 1), 3),
@@ -286,15 +297,16 @@ def build_from_config(cfg, out: Path | None = None, models: PairModels | None = 
     if cfg.stage != "rlgf":
         raise TrainingInputError(f"this config is for stage {cfg.stage!r}; the pairs are built from a stage rlgf config")
     out = Path(out if out is not None else cfg.data.files[0])
-    pipeline = pipeline_settings(cfg)
+    pipeline, bf16 = pipeline_settings(cfg), use_bf16(cfg.precision)
+    device = "cuda" if pipeline.device.startswith("cuda") else None
     if models is None:
-        device = "cuda" if pipeline.device.startswith("cuda") else None
-        model = build_model(cfg.model, cfg.memory, bf16=use_bf16(cfg.precision), device=device)
+        model = build_model(cfg.model, cfg.memory, bf16=bf16, device=device)
         loader = MemoRAG(pipeline, memory_model=model)
         models = PairModels(model, loader.embedder, loader.embedder_name, loader.generator)
     out.parent.mkdir(parents=True, exist_ok=True)
     examples = tuning_questions(cfg, models.memory_model.tokenizer)
-    stats = build_pairs(models, pipeline, examples, cfg.rlgf, out, cfg.seed, on_question)
+    autocast = (lambda: torch.autocast(device or "cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    stats = build_pairs(models, pipeline, examples, cfg.rlgf, out, cfg.seed, on_question, autocast)
     stats.update({"rlgf": config_to_dict(cfg.rlgf), "pipeline": config_to_dict(pipeline), "seed": cfg.seed,
                   "model": config_to_dict(cfg.model), "memory": config_to_dict(cfg.memory),
                   "reference_memory_weights_sha256": models.memory_model.memory_weights_hash()})

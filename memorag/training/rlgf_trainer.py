@@ -37,6 +37,41 @@ from .trainer import Trainer
 PAIR_FIELDS = ("context", "context_sha256", "prompt_ids", "sets", "chosen", "rejected", "reference", "ratio")
 
 
+def checked_pair(record: Any, where: str, reference_sha256: str, ratio: int, memory_weights: str | None
+                 ) -> dict[str, Any]:
+    """`record` once it is a pair of train/build_rlgf_pairs.py from the tuning rows, sampled at `ratio`, whose
+    reference is the memory weights of hash `reference_sha256` (those of `memory_weights`, named in the error)."""
+    if not isinstance(record, dict) or any(name not in record for name in PAIR_FIELDS):
+        raise TrainingInputError(f"{where}: not a preference pair of train/build_rlgf_pairs.py (fields: "
+                                 f"{', '.join(PAIR_FIELDS)})")
+    check_tuning(str(record.get("task", "")), record, where)
+    built_with = record["reference"].get("memory_weights_sha256")
+    if built_with != reference_sha256:
+        raise TrainingInputError(
+            f"{where}: the pair's reference log-probabilities come from memory weights {str(built_with)[:12]}..., "
+            f"this run starts from {reference_sha256[:12]}... (model.memory_weights={memory_weights}); build the "
+            "pairs from the weights the run starts from")
+    if record["ratio"] != ratio:
+        raise TrainingInputError(f"{where}: the pair was sampled at ratio {record['ratio']}, this run reads "
+                                 f"memory.ratios=[{ratio}]")
+    return record
+
+
+def render_pair(tokenizer, layout, record: dict[str, Any]) -> TokenizedPair:
+    """The token ids of a checked pair: its context laid out as the memory read it (refused when this tokenizer
+    gives other ids), the prompts and the chosen and rejected replies as the memory wrote them."""
+    ids, _ = context_ids(tokenizer, layout, record["context"], None)
+    if chain_hash("", ids) != record["context_sha256"]:
+        raise TrainingInputError(f"the context of pair {record.get('id')} tokenizes to other ids than the memory "
+                                 "read when the pair was built (another tokenizer or layout)")
+    sets = record["sets"]
+    rows = [tuple(tuple(int(i) for i in reply) for reply in replies) for replies in
+            (sets[record["chosen"]]["reply_ids"], sets[record["rejected"]]["reply_ids"])]
+    prompts = tuple(tuple(int(i) for i in prompt) for prompt in record["prompt_ids"])
+    return TokenizedPair(tuple(ids), prompts, rows[0], rows[1], float(record["reference"]["chosen"]),
+                         float(record["reference"]["rejected"]))
+
+
 class PairBatches(ReaderBatches):
     """Preference pairs in SFT's resumable, seeded batches (one pair each), the files' sha256 in the data
     position (`ReaderBatches`), so a resume over a pairs file that changed is refused."""
@@ -67,32 +102,10 @@ class RLGFTrainer(Trainer):
         return batches
 
     def _parse(self, record: Any, where: str) -> dict[str, Any]:
-        if not isinstance(record, dict) or any(name not in record for name in PAIR_FIELDS):
-            raise TrainingInputError(f"{where}: not a preference pair of train/build_rlgf_pairs.py (fields: "
-                                     f"{', '.join(PAIR_FIELDS)})")
-        check_tuning(str(record.get("task", "")), record, where)
-        built_with = record["reference"].get("memory_weights_sha256")
-        if built_with != self.reference_sha256:
-            raise TrainingInputError(
-                f"{where}: the pair's reference log-probabilities come from memory weights {str(built_with)[:12]}..., "
-                f"this run starts from {self.reference_sha256[:12]}... (model.memory_weights="
-                f"{self.cfg.model.memory_weights}); build the pairs from the weights the run starts from")
-        if record["ratio"] != self.ratio:
-            raise TrainingInputError(f"{where}: the pair was sampled at ratio {record['ratio']}, this run reads "
-                                     f"memory.ratios=[{self.ratio}]")
-        return record
+        return checked_pair(record, where, self.reference_sha256, self.ratio, self.cfg.model.memory_weights)
 
     def _render(self, record: dict[str, Any]) -> TokenizedPair:
-        ids, _ = context_ids(self.tokenizer, self.layout, record["context"], None)
-        if chain_hash("", ids) != record["context_sha256"]:
-            raise TrainingInputError(f"the context of pair {record.get('id')} tokenizes to other ids than the memory "
-                                     "read when the pair was built (another tokenizer or layout)")
-        sets = record["sets"]
-        rows = [tuple(tuple(int(i) for i in reply) for reply in replies) for replies in
-                (sets[record["chosen"]]["reply_ids"], sets[record["rejected"]]["reply_ids"])]
-        prompts = tuple(tuple(int(i) for i in prompt) for prompt in record["prompt_ids"])
-        return TokenizedPair(tuple(ids), prompts, rows[0], rows[1], float(record["reference"]["chosen"]),
-                             float(record["reference"]["rejected"]))
+        return render_pair(self.tokenizer, self.layout, record)
 
     def _next_micro_batches(self) -> list[list[TokenizedPair]] | None:
         batches = []

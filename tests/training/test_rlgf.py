@@ -43,8 +43,10 @@ def rlgf_config(output_dir: Path, *overrides: str) -> TrainConfig:
 def fake_models(cfg: TrainConfig):
     from memorag.training.build import build_model
     from memorag.training.rlgf_pairs import PairModels
+    from memorag.training.trainer import use_bf16
 
-    return PairModels(build_model(cfg.model, cfg.memory), FakeHashEmbedder(), "fake-hash", FakeEchoGenerator())
+    model = build_model(cfg.model, cfg.memory, bf16=use_bf16(cfg.precision))
+    return PairModels(model, FakeHashEmbedder(), "fake-hash", FakeEchoGenerator())
 
 
 def build(cfg: TrainConfig, out: Path, on_question=None) -> dict:
@@ -106,6 +108,8 @@ def test_the_pairs_are_tuning_questions_best_against_worst_with_the_starting_mod
     stats = json.loads(pairs.with_name(pairs.name + ".stats.json").read_text())
     kept = records(pairs)
     assert stats["questions"] == 6 and stats["pairs"] == len(kept) >= 2 and not pairs.with_name("pairs.jsonl.partial").exists()
+    questions = records(pairs.with_name("pairs.jsonl.questions.jsonl"))
+    assert len(questions) == 6 and sum(q["dropped"] is None for q in questions) == len(kept)
     cfg = rlgf_config(Path("unused"))
     starting = build_model(cfg.model, cfg.memory).memory_weights_hash()
     for record in kept:
@@ -128,6 +132,13 @@ def test_the_stage_trains_the_memory_and_the_loss_falls_on_a_repeated_pair(tmp_p
     assert last["reward_accuracy"] == 1.0 and last["reward_margin"] > 0
     trained = load_file(str(tmp_path / "run" / "final" / "memory_weights.safetensors"))
     assert trained and (tmp_path / "run" / "final" / "train_config.yaml").is_file()
+
+
+def test_in_bf16_the_pairs_are_built_as_the_trainer_reads_them(tmp_path):
+    settings = ["precision=bf16", "rlgf.hotpotqa=3", f"data.files=[{tmp_path / 'pairs.jsonl'}]"]
+    assert build(rlgf_config(tmp_path / "unused", *settings), tmp_path / "pairs.jsonl")["pairs"] >= 1
+    run(rlgf_config(tmp_path / "run", *settings, "optim.max_steps=1"))  # bf16 weights, float32 memory parameters
+    assert train_losses(tmp_path / "run")[1] == pytest.approx(math.log(2), abs=1e-3)
 
 
 def test_a_stopped_and_resumed_run_ends_with_the_memory_of_an_uninterrupted_one(tmp_path, pairs):
@@ -193,7 +204,7 @@ def test_a_stopped_build_goes_on_where_it_stopped_and_gives_the_same_pairs(tmp_p
     assert not out.exists() and len(records(out.with_name("pairs.jsonl.partial"))) == 2
     stats = build(cfg, out)
     assert stats["resumed_questions"] == 2
-    strip = lambda rows: [{k: v for k, v in row.items() if k != "build_s"} for row in rows]  # noqa: E731
+    strip = lambda rows: [{k: v for k, v in row.items() if k not in ("build_s", "timings")} for row in rows]  # noqa: E731
     assert strip(records(out)) == strip(records(pairs))
 
 
