@@ -364,7 +364,8 @@ class RLGFSection:
     hotpotqa: int = 1000
     """Questions from HotpotQA dev rows 0..4,999 (the tuning rows; rows 5,000 and above are never read)."""
     squad: int = 0
-    """Questions from the SQuAD v2 dev articles of the first half of the file (the tuning articles)."""
+    """Questions drawn from the SQuAD v2 dev articles of the first half of the file (the tuning articles); the
+    unanswerable ones among them are left out."""
     context_tokens: int = 4096
     """Each question's long context, in tokens of the memory model's tokenizer."""
     samples: int = 4

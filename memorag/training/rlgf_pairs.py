@@ -275,13 +275,14 @@ def pipeline_settings(cfg):
 
 
 def tuning_questions(cfg, tokenizer) -> list[Any]:
-    """`rlgf.hotpotqa` and `rlgf.squad` tuning questions at `rlgf.context_tokens`, in one seeded order."""
+    """`rlgf.hotpotqa` and `rlgf.squad` tuning questions at `rlgf.context_tokens`, in one seeded order; a question
+    without a gold answer (SQuAD's unanswerable ones) is left out: no F1 can tell its clue sets apart."""
     from .reader_data import interleave, tuning_examples
 
     settings = cfg.rlgf
     groups = [tuning_examples(source, count, settings.context_tokens, cfg.seed, tokenizer)
               for source, count in (("hotpotqa", settings.hotpotqa), ("squad", settings.squad)) if count]
-    return interleave(groups, cfg.seed)
+    return [example for example in interleave(groups, cfg.seed) if example.answers]
 
 
 def build_from_config(cfg, out: Path | None = None, models: PairModels | None = None,
