@@ -397,6 +397,17 @@ class RLGFSection:
             raise ValueError("rlgf.answer_weight and rlgf.recall_weight must be >= 0, not both 0")
         if self.margin < 0 or self.beta <= 0:
             raise ValueError(f"rlgf.margin={self.margin} must be >= 0 and rlgf.beta={self.beta} > 0")
+        unread = sorted(set(self.pipeline) & {"memory_model", "memory_weights", "memory"})
+        if unread:
+            raise ValueError(f"rlgf.pipeline.{unread[0]}: the memory model that writes the clues is the one of "
+                             "model.* and memory.* (the weights the stage trains); remove it")
+        from memorag.config import ConfigError, config_from_dict
+        from memorag.pipeline.types import PipelineConfig
+
+        try:  # unknown keys and bad values are refused here, not when the pairs are built
+            config_from_dict(PipelineConfig, dict(self.pipeline))
+        except ConfigError as error:
+            raise ValueError(f"rlgf.pipeline: {error}") from None
 
 
 @dataclass

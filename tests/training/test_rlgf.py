@@ -214,6 +214,8 @@ def test_a_stopped_build_goes_on_where_it_stopped_and_gives_the_same_pairs(tmp_p
     ("data.batch_size=2", "data.batch_size"),
     ("memory.ratios=[4,8] memory.ratio_mix=step-random", "memory.ratios"),
     ("rlgf.samples=1", "rlgf.samples"),
+    ("rlgf.pipeline.generatr=x", "generatr"),
+    ("rlgf.pipeline.memory_weights=x", "rlgf.pipeline.memory_weights"),
 ])
 def test_bad_settings_are_refused_with_one_error_line(tmp_path, capsys, override, named):
     status = train_main("rlgf", ["--config", str(DEBUG_RLGF), f"checkpoint.output_dir={tmp_path}", *override.split()])
