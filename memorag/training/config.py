@@ -412,11 +412,12 @@ class RLGFSection:
 
 @dataclass
 class TrainConfig:
-    """One training run (stage 1 `pretrain` or stage 2 `sft`); see the module docstring."""
+    """One training run (stage 1 `pretrain`, stage 2 `sft`, stage 3 `rlgf`, or the `reader`); see the module
+    docstring."""
 
     stage: Stage = "pretrain"
-    """Which stage the file is for: `pretrain` (train/pretrain.py), `sft` (train/sft.py) or `reader`
-    (train/reader.py)."""
+    """Which stage the file is for: `pretrain` (train/pretrain.py), `sft` (train/sft.py), `rlgf` (train/rlgf.py)
+    or `reader` (train/reader.py)."""
     seed: int = 42
     """Seed of data order, packing and per-window ratio draws."""
     precision: Precision = "auto"
