@@ -122,8 +122,9 @@ def test_the_pairs_are_tuning_questions_best_against_worst_with_the_starting_mod
 
 def test_the_stage_trains_the_memory_and_the_loss_falls_on_a_repeated_pair(tmp_path, pairs):
     one = subset(pairs, tmp_path, 1)
-    summary = run(rlgf_config(tmp_path / "run", f"data.files=[{one}]", "optim.max_steps=4", "checkpoint.every_steps=4"))
-    assert summary["reason"] == "finished" and summary["step"] == 4
+    status = train_main("rlgf", ["--config", str(DEBUG_RLGF), f"checkpoint.output_dir={tmp_path / 'run'}", *QUIET,
+                                 f"data.files=[{one}]", "optim.max_steps=4", "checkpoint.every_steps=4"])
+    assert status == 0  # what train/rlgf.py runs
     losses = train_losses(tmp_path / "run")
     assert losses[1] == pytest.approx(math.log(2), abs=1e-4)  # the policy starts as the recorded reference
     assert all(math.isfinite(loss) for loss in losses.values()) and losses[4] < losses[1]
@@ -176,6 +177,15 @@ def test_pairs_of_held_out_rows_or_of_other_weights_are_refused(tmp_path, pairs)
         run(rlgf_config(tmp_path / "b", f"data.files=[{subset(pairs, tmp_path, 1)}]", "optim.max_steps=1",
                         "model.init_seed=1"))
     assert not list((tmp_path / "a").glob("checkpoint-*")) and not list((tmp_path / "b").glob("checkpoint-*"))
+
+
+def test_only_a_functional_cache_is_continued():
+    from memorag.memory.windowed_scoring import read_windows
+
+    model = tiny_model()
+    with pytest.raises(ValueError, match="must be functional"):
+        read_windows(model, torch.ones(1, 4, dtype=torch.long), lambda hidden, columns: (), cache=model.new_cache(),
+                     ratio_of=model.ratio_function(4))
 
 
 def test_no_held_out_question_is_sampled_or_scored():
