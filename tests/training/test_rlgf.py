@@ -136,7 +136,7 @@ def test_the_stage_trains_the_memory_and_the_loss_falls_on_a_repeated_pair(tmp_p
 
 
 def test_in_bf16_the_pairs_are_built_as_the_trainer_reads_them(tmp_path):
-    settings = ["precision=bf16", "rlgf.hotpotqa=3", f"data.files=[{tmp_path / 'pairs.jsonl'}]"]
+    settings = ["precision=bf16", f"data.files=[{tmp_path / 'pairs.jsonl'}]"]
     assert build(rlgf_config(tmp_path / "unused", *settings), tmp_path / "pairs.jsonl")["pairs"] >= 1
     run(rlgf_config(tmp_path / "run", *settings, "optim.max_steps=1"))  # bf16 weights, float32 memory parameters
     assert train_losses(tmp_path / "run")[1] == pytest.approx(math.log(2), abs=1e-3)
