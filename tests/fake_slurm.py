@@ -4,7 +4,7 @@ array tasks, `--export`), refusing to run a job whose `afterok` dependency did n
 
 Also a FAKE venv (`bin/accelerate`, `bin/python`) for the chain tests: its trainer and evaluator only
 check that the memory weights they are given exist (what the stage before wrote) and write what the
-stage writes (`OUTPUT/final/`, `OUTPUT/results.md`), recording their command lines.
+stage writes (`OUTPUT/final/`, `OUTPUT/results.md`, RLGF's pairs file), recording their command lines.
 
 Every event is one JSON line in the log: {"event": "submit" | "run" | "srun" | "requeue" | "accelerate"
 | "python", ...}.
@@ -110,18 +110,27 @@ time.sleep(float(os.environ.get("FAKE_STAGE_SECONDS", "0")))  # a long run, for 
 config = Path(args[args.index("--config") + 1])
 settings = yaml.safe_load(config.read_text())
 overrides = dict(arg.split("=", 1) for arg in args if "=" in arg and not arg.startswith("-"))
-if tool == "accelerate":
+pairs = Path(overrides.get("data.files", str(settings.get("data", {}).get("files", [""]))).strip("[]'\" "))
+if tool == "accelerate" or "train/build_rlgf_pairs.py" in args:
     out = Path(overrides.get("checkpoint.output_dir", settings["checkpoint"]["output_dir"]))
     weights = overrides.get("model.memory_weights", settings["model"].get("memory_weights"))
     final = out / "final"
+    if "train/rlgf.py" in args and not pairs.is_file():
+        sys.exit(f"fake {tool}: the pairs {pairs} were not built")
+    if "train/build_rlgf_pairs.py" in args:  # the pairs builder writes the pairs, not final/
+        final, pairs_text = None, str(weights)
 else:
     out = Path(overrides.get("out_dir", settings["out_dir"]))
     weights = overrides.get("pipeline.memory_weights", settings["pipeline"].get("memory_weights"))
     final = out / ("merged" if "--merge" in args else f"shard-{overrides.get('shard', 'all').replace('/', '-of-')}")
 if weights is not None and not Path(weights).is_dir():
     sys.exit(f"fake {tool}: memory weights {weights} do not exist")
-final.mkdir(parents=True, exist_ok=True)
-(final / "read_from.txt").write_text(str(weights))
+if final is None:
+    pairs.parent.mkdir(parents=True, exist_ok=True)
+    pairs.write_text(pairs_text)
+else:
+    final.mkdir(parents=True, exist_ok=True)
+    (final / "read_from.txt").write_text(str(weights))
 '''
 
 

@@ -81,6 +81,34 @@ def test_a_chain_without_shards_and_a_dry_run(tmp_path, home):
     assert bad.returncode == 2 and "--shards 0" in bad.stderr
 
 
+@pytest.mark.parametrize("name", ["qwen2-7b", "mistral-7b"])
+def test_the_chain_puts_rlgf_between_sft_and_the_evaluation(tmp_path, home, name):
+    env = {**fake_slurm.install(tmp_path / "slurm"), "MEMORAG_HOME": str(home)}
+    out = tmp_path / "chain"
+    configs = ["--pretrain", f"configs/pretrain/{name}.yaml", "--sft", f"configs/sft/{name}.yaml",
+               "--rlgf", f"configs/rlgf/{name}.yaml"]
+    done = _run(["bash", "slurm/chain.sh", "--out", str(out), *configs], env, home)
+    submits = fake_slurm.events(tmp_path / "slurm", "submit")
+    assert [Path(s["script"]).name for s in submits] == ["pretrain.sbatch", "sft.sbatch", "rlgf.sbatch", "eval.sbatch"]
+    ids = [s["job"] for s in submits]
+    for submit, before in zip(submits[1:], ids):
+        assert f"--dependency=afterok:{before}" in submit["options"]
+    assert [r["rc"] for r in fake_slurm.events(tmp_path / "slurm", "run")] == [0, 0, 0, 0]
+    # RLGF builds its pairs from SFT's weights, trains from them into OUT/rlgf; the evaluation reads OUT/rlgf/final
+    assert (out / "rlgf" / "pairs.jsonl").read_text() == str(out / "sft" / "final")
+    assert (out / "rlgf" / "final" / "read_from.txt").read_text() == str(out / "sft" / "final")
+    assert (out / "eval" / "shard-all" / "read_from.txt").read_text() == str(out / "rlgf" / "final")
+    (build,) = [e for e in fake_slurm.events(tmp_path / "slurm", "python") if "train/build_rlgf_pairs.py" in e["args"]]
+    assert f"data.files=[{out / 'rlgf' / 'pairs.jsonl'}]" in build["args"]
+    trainers = fake_slurm.events(tmp_path / "slurm", "accelerate")
+    assert "train/rlgf.py" in trainers[-1]["args"] and "checkpoint.resume=auto" in trainers[-1]["args"]
+    assert f"rlgf job {ids[2]} (after {ids[1]})" in done.stdout and f"(after {ids[2]})" in done.stdout
+
+    dry = _run(["bash", "slurm/chain.sh", "--dry-run", *configs], {**env, "FAKE_SLURM_RUN": "0"}, home)
+    assert f"model.memory_weights={home}/runs/chain-{name}/sft/final" in dry.stderr
+    assert f"pipeline.memory_weights={home}/runs/chain-{name}/rlgf/final" in dry.stderr
+
+
 def test_the_configs_own_folders_agree(tmp_path, home):
     """With no MEMORAG_OUTPUT, each script leaves the folder to its config: SFT's config reads what
     pretraining's wrote, and the paper-7b eval config what SFT's wrote."""
@@ -136,6 +164,8 @@ def test_the_stage_configs_name_the_same_folders(name):
     sft = load_config(TrainConfig, ROOT / f"configs/sft/{name}.yaml")
     assert sft.model.memory_weights == f"{pretrain.checkpoint.output_dir}/final"
     assert sft.model.base == pretrain.model.base
+    rlgf = load_config(TrainConfig, ROOT / f"configs/rlgf/{name}.yaml")
+    assert rlgf.model.memory_weights == f"{sft.checkpoint.output_dir}/final" and rlgf.model.base == sft.model.base
     if name == "qwen2-7b":
         paper = load_eval_config(ROOT / "configs/eval/paper-7b.yaml").pipeline
         assert paper.memory_weights == str(Path(sft.checkpoint.output_dir, "final").resolve())
@@ -163,3 +193,25 @@ def test_the_reader_runs_one_process_and_near_its_time_limit_checkpoints_and_req
     assert f"checkpoint.stop_file={home / 'runs/slurm-stop/4242'}" in args
     assert (home / "runs/slurm-stop/4242").exists()  # the trainer's cue to checkpoint and stop
     assert [e["job"] for e in fake_slurm.events(tmp_path / "slurm", "requeue")] == ["4242"]
+
+
+def test_rlgf_near_its_time_limit_stops_the_pair_builder_and_requeues(tmp_path, home):
+    env = {**fake_slurm.install(tmp_path / "slurm"), "MEMORAG_HOME": str(home), "SLURM_JOB_ID": "4343",
+           "SLURM_JOB_NAME": "memorag-rlgf", "SLURM_CPUS_PER_TASK": "2", "FAKE_STAGE_SECONDS": "30",
+           "MEMORAG_OUTPUT": str(tmp_path / "rlgf")}
+    script = subprocess.Popen(["bash", "slurm/rlgf.sbatch"], env=env, cwd=home,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not fake_slurm.events(tmp_path / "slurm", "python") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started = time.monotonic()
+    os.kill(script.pid, signal.SIGUSR1)  # what --signal=B:USR1@300 sends
+    output, _ = script.communicate(timeout=60)
+    assert script.returncode == 0, output
+    assert time.monotonic() - started < 20  # the builder was stopped, not waited for
+    (build,) = fake_slurm.events(tmp_path / "slurm", "python")
+    args = build["args"]
+    assert args[0] == "train/build_rlgf_pairs.py" and args[args.index("--config") + 1] == "configs/rlgf/smollm2-cpu.yaml"
+    assert f"data.files=[{tmp_path / 'rlgf' / 'pairs.jsonl'}]" in args
+    assert fake_slurm.events(tmp_path / "slurm", "accelerate") == []  # training starts once the pairs are built
+    assert [e["job"] for e in fake_slurm.events(tmp_path / "slurm", "requeue")] == ["4343"]

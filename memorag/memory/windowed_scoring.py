@@ -59,6 +59,8 @@ def read_windows(
     memory: Memory | None = None,
     ratio_seed: int | None = None,
     checkpoint_windows: bool = True,
+    cache: MemoryCache | None = None,
+    ratio_of: RatioOf | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """Read `input_ids` [B, N] window by window after `memory` (or from nothing); the sums of `score`
     over the windows (an empty tuple for no tokens).
@@ -67,13 +69,20 @@ def read_windows(
     which refuses a sequence beyond the reach); under step-random each window draws its own,
     seeded by `ratio_seed` (default: the config's seed). `checkpoint_windows=False` turns
     checkpointing off for a `score` that keeps tensors of its own (logits).
+
+    `cache` (with its `ratio_of`) is a functional working cache to continue instead, read into
+    in place of a new one: a context read once with gradients, then continued by several prompts
+    (each from its own shallow copy; memorag/training/rlgf_objective.py).
     """
     total = input_ids.shape[1]
-    fixed = memory.ratio if memory is not None else model.choose_ratio(total)
-    ratio_of = model.ratio_function(fixed, seed=ratio_seed)
-    functional = torch.is_grad_enabled()
-    cache = model.new_cache(memory, functional=functional, reserve=0 if functional else total)
-    checkpointed = checkpoint_windows and model.gradient_checkpointing and functional
+    functional = torch.is_grad_enabled() or cache is not None
+    if cache is None:
+        fixed = memory.ratio if memory is not None else model.choose_ratio(total)
+        ratio_of = model.ratio_function(fixed, seed=ratio_seed)
+        cache = model.new_cache(memory, functional=functional, reserve=0 if functional else total)
+    elif ratio_of is None or not cache.functional:
+        raise ValueError("a cache to continue must be functional, and comes with its ratio_of")
+    checkpointed = checkpoint_windows and model.gradient_checkpointing and torch.is_grad_enabled()
     window = model.config.window
     sums: tuple[torch.Tensor, ...] = ()
     for start in range(0, total, window):

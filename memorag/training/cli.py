@@ -12,19 +12,20 @@ from memorag.config import ConfigError, config_from_argv, format_config_help, lo
 
 from .config import TrainConfig
 
-SCRIPTS = {"pretrain": "train/pretrain.py", "sft": "train/sft.py", "reader": "train/reader.py"}
+SCRIPTS = {"pretrain": "train/pretrain.py", "sft": "train/sft.py", "reader": "train/reader.py", "rlgf": "train/rlgf.py"}
 
 
 def train_parser(stage: str, description: str | None = None) -> argparse.ArgumentParser:
-    """The parser of `train/pretrain.py`, `train/sft.py` or `train/reader.py`: a usage line, the script's docstring
-    (what it does, with examples) as the description, and every setting as the epilog."""
+    """The parser of `train/pretrain.py`, `train/sft.py`, `train/reader.py` or `train/rlgf.py`: a usage line,
+    the script's docstring (what it does, with examples) as the description, and every setting as the epilog."""
     script = SCRIPTS[stage]
     parser = argparse.ArgumentParser(
         prog=script, usage=f"[accelerate launch ...] {script} --config FILE [key=value ...]",
         description=description, epilog=format_config_help(TrainConfig),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", metavar="FILE", help="a YAML file of settings (configs/pretrain/*.yaml, "
-                                                         "configs/sft/*.yaml, configs/reader/*.yaml, configs/debug*.yaml)")
+                                                         "configs/sft/*.yaml, configs/reader/*.yaml, configs/rlgf/*.yaml, "
+                                                         "configs/debug*.yaml)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="settings over the file's, dotted for sections (the list below)")
     return parser
@@ -48,6 +49,8 @@ def train_main(stage: str, argv: Sequence[str] | None = None, description: str |
         cfg = _config(argv, stage, description)
         if stage == "reader":
             from .reader_trainer import ReaderTrainer as Trainer
+        elif stage == "rlgf":
+            from .rlgf_trainer import RLGFTrainer as Trainer
         else:
             from .trainer import Trainer
 

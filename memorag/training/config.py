@@ -1,7 +1,8 @@
 """`TrainConfig`: every setting of a training run, defined once.
 
 Every stage uses this one dataclass; `stage` says which one a file is for: the memory
-model's two (`pretrain`, `sft`), or the reader (`reader`: a LoRA adapter on the generator,
+model's three (`pretrain`, `sft`, and `rlgf`: clues trained by the answers they lead to,
+`memorag.training.rlgf_trainer`, which also reads `rlgf`), or the reader (`reader`: a LoRA adapter on the generator,
 `memorag.training.reader_trainer`), which reads `model` (its base), `adapter`, `data`, `optim`,
 `checkpoint` and `logging`, and refuses settings of the memory sections it does not read. It is
 built with `memorag.config` (dataclass defaults <- YAML <- `key=value`), so
@@ -19,6 +20,7 @@ unknown keys are errors, and the resolved config is saved as
     eval        held-out perplexity in later windows (see `memorag.training.evaluate`)
     loss        the objective: LM loss, distillation from the full-context base, or both
     adapter     the reader's LoRA adapter: rank, scale, dropout, the projections it wraps
+    rlgf        the third stage: how its preference pairs are built, and the DPO objective
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from memorag.memory import MemoryConfig
 from memorag.runtime.architectures import ARCHITECTURES
 from memorag.training.data.packing import PackingSpec
 
-Stage = Literal["pretrain", "sft", "reader"]
+Stage = Literal["pretrain", "sft", "reader", "rlgf"]
 Precision = Literal["auto", "fp32", "bf16"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 Schedule = Literal["cosine", "linear", "constant"]
@@ -351,12 +353,71 @@ class AdapterSection:
 
 
 @dataclass
+class RLGFSection:
+    """The third stage (docs/training.md, "RLGF"): preference pairs of clue sets, then DPO on them.
+
+    `train/build_rlgf_pairs.py` builds the pairs into `data.files[0]` from these settings and the
+    memory model of `model.*` and `memory.*` (the SFT checkpoint): per tuning question, the context
+    memorized once, `samples` clue sets sampled, each scored by the reader's answer F1 and the gold
+    sentences it found beyond the query's own hits. `train/rlgf.py` then reads `beta`."""
+
+    hotpotqa: int = 1000
+    """Questions from HotpotQA dev rows 0..4,999 (the tuning rows; rows 5,000 and above are never read)."""
+    squad: int = 0
+    """Questions drawn from the SQuAD v2 dev articles of the first half of the file (the tuning articles); the
+    unanswerable ones among them are left out."""
+    context_tokens: int = 4096
+    """Each question's long context, in tokens of the memory model's tokenizer."""
+    samples: int = 4
+    """Clue sets sampled per question (one reply per clue kind each), decoded as one batch."""
+    temperature: float = 1.0
+    """Sampling temperature of the clue sets."""
+    top_p: float = 0.95
+    """Nucleus sampling's probability mass."""
+    answer_weight: float = 1.0
+    """Weight of the reader's answer F1 (0..1) in a clue set's score."""
+    recall_weight: float = 1.0
+    """Weight of the share of gold sentences its evidence holds that the query's own hits missed (0..1)."""
+    margin: float = 0.1
+    """Pairs whose best and worst scores differ by less are dropped (an equal pair always is)."""
+    pipeline: dict[str, Any] = field(default_factory=dict)
+    """`PipelineConfig` settings of the retrieval and the reader that score the clues (generator,
+    embedder, evidence rule, ...), over the harness's CPU ones; the memory model is `model.*`'s."""
+    beta: float = 0.1
+    """DPO's inverse temperature: how far the policy's log-ratios are pushed from the reference's."""
+
+    def __post_init__(self) -> None:
+        if self.hotpotqa < 0 or self.squad < 0 or self.hotpotqa + self.squad < 1:
+            raise ValueError(f"rlgf.hotpotqa={self.hotpotqa} and rlgf.squad={self.squad}: ask for at least one question")
+        if self.samples < 2:
+            raise ValueError(f"rlgf.samples={self.samples} must be at least 2 (a pair needs two clue sets)")
+        if self.temperature <= 0 or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"rlgf.temperature={self.temperature} must be > 0 and rlgf.top_p={self.top_p} in (0, 1]")
+        if self.answer_weight < 0 or self.recall_weight < 0 or self.answer_weight + self.recall_weight <= 0:
+            raise ValueError("rlgf.answer_weight and rlgf.recall_weight must be >= 0, not both 0")
+        if self.margin < 0 or self.beta <= 0:
+            raise ValueError(f"rlgf.margin={self.margin} must be >= 0 and rlgf.beta={self.beta} > 0")
+        unread = sorted(set(self.pipeline) & {"memory_model", "memory_weights", "memory"})
+        if unread:
+            raise ValueError(f"rlgf.pipeline.{unread[0]}: the memory model that writes the clues is the one of "
+                             "model.* and memory.* (the weights the stage trains); remove it")
+        from memorag.config import ConfigError, config_from_dict
+        from memorag.pipeline.types import PipelineConfig
+
+        try:  # unknown keys and bad values are refused here, not when the pairs are built
+            config_from_dict(PipelineConfig, dict(self.pipeline))
+        except ConfigError as error:
+            raise ValueError(f"rlgf.pipeline: {error}") from None
+
+
+@dataclass
 class TrainConfig:
-    """One training run (stage 1 `pretrain` or stage 2 `sft`); see the module docstring."""
+    """One training run (stage 1 `pretrain`, stage 2 `sft`, stage 3 `rlgf`, or the `reader`); see the module
+    docstring."""
 
     stage: Stage = "pretrain"
-    """Which stage the file is for: `pretrain` (train/pretrain.py), `sft` (train/sft.py) or `reader`
-    (train/reader.py)."""
+    """Which stage the file is for: `pretrain` (train/pretrain.py), `sft` (train/sft.py), `rlgf` (train/rlgf.py)
+    or `reader` (train/reader.py)."""
     seed: int = 42
     """Seed of data order, packing and per-window ratio draws."""
     precision: Precision = "auto"
@@ -379,10 +440,16 @@ class TrainConfig:
     """The training objective (`loss.*`)."""
     adapter: AdapterSection = field(default_factory=AdapterSection)
     """The reader's LoRA adapter (`adapter.*`; stage `reader` only)."""
+    rlgf: RLGFSection = field(default_factory=RLGFSection)
+    """The third stage's pairs and objective (`rlgf.*`; stage `rlgf` only)."""
 
     def __post_init__(self) -> None:
         if self.stage == "reader":
             self._check_reader()
+        if self.stage == "rlgf":
+            self._check_rlgf()
+        elif self.rlgf != RLGFSection():
+            raise ValueError(f"stage {self.stage} does not read rlgf.* (the third stage's settings); remove them")
         if len(self.memory.ratios) > 1 and self.memory.ratio_mix != "step-random":
             raise ValueError(
                 f"memory.ratios={self.memory.ratios} with ratio_mix={self.memory.ratio_mix!r}: training draws "
@@ -412,3 +479,17 @@ class TrainConfig:
         if set_keys:
             raise ValueError(f"stage reader does not read {', '.join(set_keys)} (memory-model settings); remove them: "
                              "the reader trains a LoRA adapter (adapter.*) with the LM loss on its replies")
+
+    def _check_rlgf(self) -> None:
+        """RLGF scores clues at the ratio they are read at, one pair per micro-batch, with DPO; the settings of
+        other objectives and of batching are refused rather than ignored."""
+        if len(self.memory.ratios) != 1:
+            raise ValueError(f"stage rlgf: memory.ratios={self.memory.ratios}: give the one ratio the memory is "
+                             "read at for inference (clues are sampled, scored and trained at it), with "
+                             "memory.ratio_mix=fixed")
+        unread = {"loss.kind": (self.loss.kind, "lm"), "data.batch_size": (self.data.batch_size, 1),
+                  "eval.files": (self.eval.files, [])}
+        set_keys = [key for key, (value, default) in unread.items() if value != default]
+        if set_keys:
+            raise ValueError(f"stage rlgf does not read {', '.join(set_keys)}; remove them: it trains one preference "
+                             "pair per micro-batch (optim.grad_accumulation gathers more) with the DPO loss (rlgf.beta)")

@@ -567,7 +567,17 @@ class _Interval:
             "tokens_per_s": sum(result["raw_tokens"] for result in self.steps) * world / max(self.seconds, 1e-9),
             "loss_tokens": int(tokens),
             "ratios": {str(ratio): count for ratio, count in sorted(self.ratios.items())},
+            **self._metric_means(),
         }
+
+    def _metric_means(self) -> dict[str, float]:
+        """The means over the interval of a stage's own per-step figures (`metrics`: name -> [] tensor), one sync."""
+        named = [result["metrics"] for result in self.steps if result.get("metrics")]
+        if not named:
+            return {}
+        names = list(named[0])
+        means = torch.stack([torch.stack([metrics[name] for metrics in named]).float().mean() for name in names])
+        return dict(zip(names, means.tolist(), strict=True))
 
 
 def _as_tensor(grad_norm) -> torch.Tensor | None:

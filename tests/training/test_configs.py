@@ -19,7 +19,8 @@ from tests.training.helpers import ROOT
 
 CONFIGS = ROOT / "configs"
 TRAIN_CONFIGS = sorted([*CONFIGS.glob("debug*.yaml"), *(CONFIGS / "pretrain").glob("*.yaml"),
-                        *(CONFIGS / "sft").glob("*.yaml"), *(CONFIGS / "model").glob("*.yaml")])
+                        *(CONFIGS / "sft").glob("*.yaml"), *(CONFIGS / "rlgf").glob("*.yaml"),
+                        *(CONFIGS / "model").glob("*.yaml")])
 SBATCH = sorted((ROOT / "slurm").glob("*.sbatch"))
 TRAINING_SBATCH = [ROOT / "slurm" / "pretrain.sbatch", ROOT / "slurm" / "sft.sbatch"]
 
@@ -54,6 +55,27 @@ def test_the_7b_configs_follow_the_reference_recipe():
         assert cfg.data.min_length == 4096 and cfg.data.max_length <= 65536
         sft = load_config(TrainConfig, CONFIGS / "sft" / f"{name}.yaml")
         assert sft.stage == "sft" and sft.optim.lr == 1e-5 and sft.memory.ratios == [2, 4, 8]
+
+
+@pytest.mark.parametrize("name", ["qwen2-7b", "mistral-7b"])
+def test_the_7b_rlgf_configs_start_from_their_sft_and_read_at_its_inference_ratio(name):
+    sft = load_config(TrainConfig, CONFIGS / "sft" / f"{name}.yaml")
+    rlgf = load_config(TrainConfig, CONFIGS / "rlgf" / f"{name}.yaml")
+    assert rlgf.stage == "rlgf" and rlgf.model.base == sft.model.base and rlgf.precision == sft.precision
+    assert rlgf.model.memory_weights == f"{sft.checkpoint.output_dir}/final"
+    assert rlgf.memory.window == sft.memory.window and rlgf.memory.ratios == [max(sft.memory.ratios)]
+    assert rlgf.data.max_length >= rlgf.rlgf.context_tokens and rlgf.rlgf.pipeline["device"] == "cuda"
+
+
+def test_the_cpu_rlgf_config_starts_from_the_shipped_memory_weights():
+    from memorag.memory.checkpoint import memory_weights_for
+
+    cfg = load_config(TrainConfig, CONFIGS / "rlgf" / "smollm2-cpu.yaml")
+    shipped = json.loads((Path(memory_weights_for(cfg.model.base, cfg.model.memory_weights)) /
+                          "memory_config.json").read_text())
+    assert cfg.model.memory_rank == shipped["projections"]["rank"]
+    assert cfg.memory.ratios == shipped["memory_config"]["ratios"] and cfg.memory.window == shipped["memory_config"]["window"]
+    assert cfg.rlgf.context_tokens == 4096 and cfg.rlgf.hotpotqa >= 1000
 
 
 def test_7b_memory_parameter_counts_on_the_meta_device():

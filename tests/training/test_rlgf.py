@@ -1,0 +1,242 @@
+"""The third stage (RLGF): pairs of sampled clue sets scored through the pipeline, then DPO on the memory.
+
+The pairs are built from HotpotQA tuning rows by the tiny random Llama of configs/debug-rlgf.yaml with a
+FAKE embedder and a FAKE reader (tests/pipeline/conftest.py); a clue set's log-probability read through
+the memory equals the memory model's own loss over the whole sequence; the reference recorded in a
+pair is the model the run starts from (the first loss is log 2); the loss falls on a repeated pair; a run
+stopped and resumed ends bit for bit as an uninterrupted one; unknown and unread settings, held-out
+rows, pairs of other weights and a pairs file changed under a resume are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from memorag.config import ConfigError, load_config
+from memorag.training.cli import train_main
+from memorag.training.config import TrainConfig
+from memorag.training.errors import TrainingInputError
+from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, tiny_model
+from tests.training.helpers import ROOT, reset_accelerate, train_losses
+
+DEBUG_RLGF = ROOT / "configs" / "debug-rlgf.yaml"
+QUIET = ("logging.progress_bar=false", "optim.schedule=constant")
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state():
+    reset_accelerate()
+    yield
+    reset_accelerate()
+
+
+def rlgf_config(output_dir: Path, *overrides: str) -> TrainConfig:
+    return load_config(TrainConfig, DEBUG_RLGF, [f"checkpoint.output_dir={output_dir}", *QUIET, *overrides])
+
+
+def fake_models(cfg: TrainConfig):
+    from memorag.training.build import build_model
+    from memorag.training.rlgf_pairs import PairModels
+    from memorag.training.trainer import use_bf16
+
+    model = build_model(cfg.model, cfg.memory, bf16=use_bf16(cfg.precision))
+    return PairModels(model, FakeHashEmbedder(), "fake-hash", FakeEchoGenerator())
+
+
+def build(cfg: TrainConfig, out: Path, on_question=None) -> dict:
+    from memorag.training.rlgf_pairs import build_from_config
+
+    return build_from_config(cfg, out, models=fake_models(cfg), on_question=on_question)
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory) -> Path:
+    """The debug config's pairs (6 tuning questions, 4 clue sets each), built with the fake embedder and reader."""
+    out = tmp_path_factory.mktemp("rlgf") / "pairs.jsonl"
+    build(rlgf_config(out.parent / "unused"), out)
+    return out
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def subset(pairs: Path, folder: Path, count: int, **changes) -> Path:
+    """The first `count` pairs of `pairs` (each with `changes`) as a file of their own."""
+    path = folder / f"pairs-{count}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({**record, **changes}) + "\n" for record in records(pairs)[:count]))
+    return path
+
+
+def run(cfg: TrainConfig) -> dict:
+    from memorag.training.rlgf_trainer import RLGFTrainer
+
+    reset_accelerate()
+    return RLGFTrainer(cfg).train()
+
+
+def test_a_clue_sets_log_probability_is_the_memory_models_loss_over_the_whole_sequence():
+    from memorag.training.rlgf_objective import branch_rows, clue_logprobs
+
+    model = tiny_model()
+    model.gradient_checkpointing = True
+    context = torch.randint(2, 90, (1, 37))  # two windows of 16 and a part of a third
+    prompts, replies = [[5, 6, 7], [8, 9]], [[10, 11, 12, 13, 14], [15, 16, 17]]
+    input_ids, labels = branch_rows(prompts, replies, pad=0)
+    read = clue_logprobs(model, context, input_ids, labels, ratio=4)
+    for row in range(2):
+        whole = torch.cat([context[0], torch.tensor(prompts[row] + replies[row])])[None]
+        whole_labels = torch.full_like(whole, -100)
+        whole_labels[0, -len(replies[row]):] = whole[0, -len(replies[row]):]
+        with torch.no_grad():
+            output = model(whole, labels=whole_labels)
+        torch.testing.assert_close(read[row], -output.loss * output.num_loss_tokens)
+    read.sum().backward()  # the gradient reaches the memory parameters through the context's memory
+    assert any(float(p.grad.abs().sum()) > 0 for p in model.memory_parameters().values() if p.grad is not None)
+
+
+def test_the_pairs_are_tuning_questions_best_against_worst_with_the_starting_models_reference(pairs):
+    from memorag.training.build import build_model
+
+    stats = json.loads(pairs.with_name(pairs.name + ".stats.json").read_text())
+    kept = records(pairs)
+    assert stats["questions"] == 6 and stats["pairs"] == len(kept) >= 2 and not pairs.with_name("pairs.jsonl.partial").exists()
+    questions = records(pairs.with_name("pairs.jsonl.questions.jsonl"))
+    assert len(questions) == 6 and sum(q["dropped"] is None for q in questions) == len(kept)
+    cfg = rlgf_config(Path("unused"))
+    starting = build_model(cfg.model, cfg.memory).memory_weights_hash()
+    for record in kept:
+        assert record["task"].startswith("hotpotqa") and 0 <= record["row"] < 5000
+        assert len(record["sets"]) == 4 and record["kinds"] == ["spans", "questions", "draft"]
+        scores = [item["score"] for item in record["sets"]]
+        assert scores[record["chosen"]] == max(scores) > scores[record["rejected"]] == min(scores)
+        assert record["reference"]["memory_weights_sha256"] == starting == stats["reference_memory_weights_sha256"]
+
+
+def test_the_stage_trains_the_memory_and_the_loss_falls_on_a_repeated_pair(tmp_path, pairs):
+    one = subset(pairs, tmp_path, 1)
+    status = train_main("rlgf", ["--config", str(DEBUG_RLGF), f"checkpoint.output_dir={tmp_path / 'run'}", *QUIET,
+                                 f"data.files=[{one}]", "optim.max_steps=4", "checkpoint.every_steps=4"])
+    assert status == 0  # what train/rlgf.py runs
+    losses = train_losses(tmp_path / "run")
+    assert losses[1] == pytest.approx(math.log(2), abs=1e-4)  # the policy starts as the recorded reference
+    assert all(math.isfinite(loss) for loss in losses.values()) and losses[4] < losses[1]
+    log = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    last = [r for r in log if r["event"] == "train"][-1]
+    assert last["reward_accuracy"] == 1.0 and last["reward_margin"] > 0
+    trained = load_file(str(tmp_path / "run" / "final" / "memory_weights.safetensors"))
+    assert trained and (tmp_path / "run" / "final" / "train_config.yaml").is_file()
+
+
+def test_in_bf16_the_pairs_are_built_as_the_trainer_reads_them(tmp_path):
+    settings = ["precision=bf16", f"data.files=[{tmp_path / 'pairs.jsonl'}]"]
+    assert build(rlgf_config(tmp_path / "unused", *settings), tmp_path / "pairs.jsonl")["pairs"] >= 1
+    run(rlgf_config(tmp_path / "run", *settings, "optim.max_steps=1"))  # bf16 weights, float32 memory parameters
+    assert train_losses(tmp_path / "run")[1] == pytest.approx(math.log(2), abs=1e-3)
+
+
+def test_a_stopped_and_resumed_run_ends_with_the_memory_of_an_uninterrupted_one(tmp_path, pairs):
+    settings = [f"data.files=[{pairs}]", "optim.max_steps=4", "checkpoint.every_steps=100"]
+    run(rlgf_config(tmp_path / "straight", *settings))
+    first = run(rlgf_config(tmp_path / "resumed", *settings, "optim.stop_at_step=2"))
+    assert first["step"] == 2 and first["reason"].startswith("stopped")
+    second = run(rlgf_config(tmp_path / "resumed", *settings))
+    assert second["step"] == 4 and second["reason"] == "finished"
+    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
+    assert sorted(resumed) == sorted(straight) == [1, 2, 3, 4]
+    assert [resumed[step] for step in (3, 4)] == [straight[step] for step in (3, 4)]
+    a = load_file(str(tmp_path / "straight" / "checkpoint-4" / "memory_weights.safetensors"))
+    b = load_file(str(tmp_path / "resumed" / "checkpoint-4" / "memory_weights.safetensors"))
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert torch.equal(a[name], b[name]), name  # bit for bit
+
+
+def test_a_resume_over_a_changed_pairs_file_is_refused(tmp_path, pairs):
+    data = subset(pairs, tmp_path, 2)
+    settings = [f"data.files=[{data}]", "optim.max_steps=4"]
+    run(rlgf_config(tmp_path / "run", *settings, "optim.stop_at_step=1"))
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([lines[1], lines[0]]) + "\n")  # the same pairs, in another order
+    with pytest.raises(ConfigError, match="differ from those this run was trained on"):
+        run(rlgf_config(tmp_path / "run", *settings))
+
+
+def test_pairs_of_held_out_rows_or_of_other_weights_are_refused(tmp_path, pairs):
+    held_out = subset(pairs, tmp_path / "held-out", 1, row=5000)
+    with pytest.raises(TrainingInputError, match="not a tuning row"):
+        run(rlgf_config(tmp_path / "a", f"data.files=[{held_out}]", "optim.max_steps=1"))
+    with pytest.raises(TrainingInputError, match="reference log-probabilities come from memory weights"):
+        run(rlgf_config(tmp_path / "b", f"data.files=[{subset(pairs, tmp_path, 1)}]", "optim.max_steps=1",
+                        "model.init_seed=1"))
+    assert not list((tmp_path / "a").glob("checkpoint-*")) and not list((tmp_path / "b").glob("checkpoint-*"))
+
+
+def test_only_a_functional_cache_is_continued():
+    from memorag.memory.windowed_scoring import read_windows
+
+    model = tiny_model()
+    with pytest.raises(ValueError, match="must be functional"):
+        read_windows(model, torch.ones(1, 4, dtype=torch.long), lambda hidden, columns: (), cache=model.new_cache(),
+                     ratio_of=model.ratio_function(4))
+
+
+def test_no_held_out_question_is_sampled_or_scored():
+    from memorag.evaluation.datasets.schema import EvalExample
+    from memorag.training.rlgf_pairs import check_tuning, question_record
+
+    example = EvalExample(id="q", task="hotpotqa_dev_longctx", question="Who?", answers=["A"], context="text",
+                          meta={"row": 5000})
+    with pytest.raises(TrainingInputError, match="not a tuning row"):
+        question_record(None, None, example, None, 0)  # refused before any model is touched
+    with pytest.raises(TrainingInputError, match="tuning articles"):
+        check_tuning("squad_v2_dev_longctx", {"split": "eval"}, "question")
+    check_tuning("hotpotqa_dev_longctx", {"row": 4999}, "question")
+
+
+def test_a_stopped_build_goes_on_where_it_stopped_and_gives_the_same_pairs(tmp_path, pairs):
+    out = tmp_path / "pairs.jsonl"
+    cfg = rlgf_config(tmp_path / "unused")
+
+    def stop_after_two(record):
+        if len(records(out.with_name("pairs.jsonl.partial"))) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build(cfg, out, on_question=stop_after_two)
+    assert not out.exists() and len(records(out.with_name("pairs.jsonl.partial"))) == 2
+    stats = build(cfg, out)
+    assert stats["resumed_questions"] == 2
+    strip = lambda rows: [{k: v for k, v in row.items() if k not in ("build_s", "timings")} for row in rows]  # noqa: E731
+    assert strip(records(out)) == strip(records(pairs))
+
+
+@pytest.mark.parametrize("override, named", [
+    ("rlgf.betta=1", "betta"),
+    ("loss.kind=distill", "loss.kind"),
+    ("data.batch_size=2", "data.batch_size"),
+    ("memory.ratios=[4,8] memory.ratio_mix=step-random", "memory.ratios"),
+    ("rlgf.samples=1", "rlgf.samples"),
+    ("rlgf.pipeline.generatr=x", "generatr"),
+    ("rlgf.pipeline.memory_weights=x", "rlgf.pipeline.memory_weights"),
+])
+def test_bad_settings_are_refused_with_one_error_line(tmp_path, capsys, override, named):
+    status = train_main("rlgf", ["--config", str(DEBUG_RLGF), f"checkpoint.output_dir={tmp_path}", *override.split()])
+    assert status == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error[-1].startswith("error: ") and named in error[-1]
+    assert not list(tmp_path.glob("checkpoint-*"))
+
+
+def test_other_stages_refuse_rlgf_settings_and_the_script_refuses_their_configs(capsys):
+    with pytest.raises(ConfigError, match=r"does not read rlgf\.\*"):
+        load_config(TrainConfig, ROOT / "configs" / "debug-sft.yaml", ["rlgf.beta=0.2"])
+    status = train_main("rlgf", ["--config", str(ROOT / "configs" / "debug-sft.yaml")])
+    assert status == 2 and "train/sft.py" in capsys.readouterr().err
