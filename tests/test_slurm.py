@@ -172,18 +172,26 @@ def test_the_stage_configs_name_the_same_folders(name):
         assert paper.memory_model == sft.model.base
 
 
-def test_the_reader_runs_one_process_and_near_its_time_limit_checkpoints_and_requeues(tmp_path, home):
-    env = {**fake_slurm.install(tmp_path / "slurm"), "MEMORAG_HOME": str(home), "SLURM_JOB_ID": "4242",
-           "SLURM_JOB_NAME": "memorag-reader", "SLURM_CPUS_PER_TASK": "2", "FAKE_STAGE_SECONDS": "8",
-           "MEMORAG_OUTPUT": str(tmp_path / "reader")}
-    script = subprocess.Popen(["bash", "slurm/reader.sbatch"], env=env, cwd=home,
+def signalled_near_the_limit(tmp_path, home, stage: str, job: str, seconds: int, waits_for: str) -> float:
+    """`slurm/STAGE.sbatch` run as job `job` under the fake SLURM, sent the time-limit signal once it starts
+    `waits_for`; returns when the signal was sent (the script must then end well)."""
+    env = {**fake_slurm.install(tmp_path / "slurm"), "MEMORAG_HOME": str(home), "SLURM_JOB_ID": job,
+           "SLURM_JOB_NAME": f"memorag-{stage}", "SLURM_CPUS_PER_TASK": "2", "FAKE_STAGE_SECONDS": str(seconds),
+           "MEMORAG_OUTPUT": str(tmp_path / stage)}
+    script = subprocess.Popen(["bash", f"slurm/{stage}.sbatch"], env=env, cwd=home,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
-    while not fake_slurm.events(tmp_path / "slurm", "accelerate") and time.monotonic() < deadline:
+    while not fake_slurm.events(tmp_path / "slurm", waits_for) and time.monotonic() < deadline:
         time.sleep(0.2)
+    signalled = time.monotonic()
     os.kill(script.pid, signal.SIGUSR1)  # what --signal=B:USR1@300 sends
     output, _ = script.communicate(timeout=60)
     assert script.returncode == 0, output
+    return signalled
+
+
+def test_the_reader_runs_one_process_and_near_its_time_limit_checkpoints_and_requeues(tmp_path, home):
+    signalled_near_the_limit(tmp_path, home, "reader", "4242", 8, "accelerate")
     (launch,) = fake_slurm.events(tmp_path / "slurm", "accelerate")
     args = launch["args"]
     assert args[args.index("--config_file") + 1] == "configs/accelerate/cpu.yaml"
@@ -196,18 +204,7 @@ def test_the_reader_runs_one_process_and_near_its_time_limit_checkpoints_and_req
 
 
 def test_rlgf_near_its_time_limit_stops_the_pair_builder_and_requeues(tmp_path, home):
-    env = {**fake_slurm.install(tmp_path / "slurm"), "MEMORAG_HOME": str(home), "SLURM_JOB_ID": "4343",
-           "SLURM_JOB_NAME": "memorag-rlgf", "SLURM_CPUS_PER_TASK": "2", "FAKE_STAGE_SECONDS": "30",
-           "MEMORAG_OUTPUT": str(tmp_path / "rlgf")}
-    script = subprocess.Popen(["bash", "slurm/rlgf.sbatch"], env=env, cwd=home,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while not fake_slurm.events(tmp_path / "slurm", "python") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    started = time.monotonic()
-    os.kill(script.pid, signal.SIGUSR1)  # what --signal=B:USR1@300 sends
-    output, _ = script.communicate(timeout=60)
-    assert script.returncode == 0, output
+    started = signalled_near_the_limit(tmp_path, home, "rlgf", "4343", 30, "python")
     assert time.monotonic() - started < 20  # the builder was stopped, not waited for
     (build,) = fake_slurm.events(tmp_path / "slurm", "python")
     args = build["args"]

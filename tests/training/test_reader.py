@@ -26,13 +26,6 @@ DEBUG_READER = ROOT / "configs" / "debug-reader.yaml"
 SAMPLES = ROOT / "examples" / "reader_debug.jsonl"
 
 
-@pytest.fixture(autouse=True)
-def fresh_accelerate_state():
-    reset_accelerate()
-    yield
-    reset_accelerate()
-
-
 def reader_config(output_dir: Path, *overrides: str) -> TrainConfig:
     return load_config(TrainConfig, DEBUG_READER, [
         f"checkpoint.output_dir={output_dir}", "logging.progress_bar=false", f"data.files=[{SAMPLES}]",

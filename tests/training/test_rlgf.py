@@ -29,13 +29,6 @@ DEBUG_RLGF = ROOT / "configs" / "debug-rlgf.yaml"
 QUIET = ("logging.progress_bar=false", "optim.schedule=constant")
 
 
-@pytest.fixture(autouse=True)
-def fresh_accelerate_state():
-    reset_accelerate()
-    yield
-    reset_accelerate()
-
-
 def rlgf_config(output_dir: Path, *overrides: str) -> TrainConfig:
     return load_config(TrainConfig, DEBUG_RLGF, [f"checkpoint.output_dir={output_dir}", *QUIET, *overrides])
 
