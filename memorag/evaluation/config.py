@@ -176,11 +176,13 @@ class EvalConfig:
 
 
 def parse_mode(label: str) -> tuple[str, str | None]:
-    """``"memorag:qa"`` -> ``("memorag", "qa")``; the mode must be registered and do that task."""
+    """``"memorag:qa"`` -> ``("memorag", "qa")``; the mode must be registered and do that task. A label may
+    name the generator it answers with after ``@`` (``"rag@embedded-base"``, `label_generator`)."""
     from memorag.modes import get_mode
     from memorag.pipeline.types import UnknownModeError
 
-    name, _, task = label.partition(":")
+    label_generator(label)
+    name, _, task = label.partition("@")[0].partition(":")
     try:
         mode = get_mode(name)
     except UnknownModeError as error:
@@ -188,6 +190,16 @@ def parse_mode(label: str) -> tuple[str, str | None]:
     if task and task not in mode.tasks:
         raise ConfigError(f"modes: mode {name!r} does not do task {task!r}; its tasks: {', '.join(mode.tasks)}")
     return name, task or None
+
+
+def label_generator(label: str) -> str | None:
+    """The generator a mode label names after ``@`` (``"memorag@embedded"`` -> ``"embedded"``), or None: the
+    run's own (`pipeline.generator`). Labels of one run that name other generators share each context's
+    index and memory, so readers are compared over the same evidence at the cost of one memorize."""
+    _, at, spec = label.partition("@")
+    if at and not spec.strip():
+        raise ConfigError(f"modes: {label!r} names no generator after '@'; e.g. rag@embedded-base")
+    return spec.strip() or None
 
 
 def mode_task(label: str, kind: str) -> str:

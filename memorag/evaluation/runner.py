@@ -23,6 +23,7 @@ With ``shard=I/N`` (``shards``) a run asks only the questions its shard owns, in
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -38,6 +39,7 @@ from memorag.evaluation import scoring
 from memorag.evaluation.config import (
     EvalConfig,
     TaskSpec,
+    label_generator,
     mode_task,
     parse_mode,
     resolved_pipeline,
@@ -142,6 +144,7 @@ class EvalRunner:
         self._models = models
         self._injected = models is not None  # given models are named in the fingerprints
         self._meter: MeteredGenerator | None = None
+        self._meters: dict[str, MeteredGenerator] = {}  # the generators labels name (`meter_for`)
         self.shard = Shard.parse(config.shard) if config.shard else None
         # where this run's results go: the run's folder, or its shard's folder inside it
         self.results_dir = self.shard.directory(config.out_dir) if self.shard else Path(config.out_dir)
@@ -163,6 +166,19 @@ class EvalRunner:
         if self._meter is None:
             self._meter = MeteredGenerator(self.models.generator)
         return self._meter
+
+    def meter_for(self, label: str) -> MeteredGenerator:
+        """The generator mode `label` answers with (`label_generator`), metered; each loaded once, as the
+        pipeline loads a generator (a local one shares the memory model where it can)."""
+        spec = label_generator(label)
+        if spec is None:
+            return self.meter
+        if spec not in self._meters:
+            models = self.models
+            loader = MemoRAG(dataclasses.replace(self.config.pipeline, generator=spec), memory_model=models.memory_model,
+                             embedder=models.embedder, embedder_name=models.embedder_name)
+            self._meters[spec] = MeteredGenerator(loader.generator)
+        return self._meters[spec]
 
     def new_pipeline(self) -> MemoRAG:
         models = self.models
@@ -194,6 +210,8 @@ class EvalRunner:
                    "mode": label, "pipeline_task": mode_task(label, task.kind), "task": task_identity(task),
                    "seed": cfg.seed, "length_unit": cfg.length_unit, "tokens_per_word": cfg.tokens_per_word,
                    "recall_k": sorted(cfg.recall_k), "span_coverage": cfg.span_coverage}
+        if label_generator(label) is not None:  # which weights the label's generator loaded, by their name
+            payload["generator"] = self.meter_for(label).name
         return _sha(payload)[:16]
 
     # -- the loop --------------------------------------------------------------------------------
@@ -343,7 +361,10 @@ class EvalRunner:
         name, _ = parse_mode(label)
         pipeline_task = mode_task(label, task.kind)
         form = self.answer_form(example)
-        self.meter.take()
+        meter = self.meter_for(label)
+        if meter is not self.meter:
+            rag = rag.with_generator(meter)
+        meter.take()
         ask: dict[str, float] = {}
         try:
             with self.peak.stage(ask, "ask"):
@@ -352,7 +373,7 @@ class EvalRunner:
             error.add_note(f"while asking example {example.id} of task {task.name!r} (length {length}) "
                            f"in mode {label!r}; finished examples are kept, rerun to resume")
             raise
-        prompt_tokens = self.meter.take()
+        prompt_tokens = meter.take()
         ks = self.config.recall_k
         if pipeline_task in get_mode(name).tasks_without_evidence:
             recall = recall_lib.not_applicable(ks)

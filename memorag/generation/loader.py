@@ -7,7 +7,7 @@ from memorag.runtime.placement import Placement
 from .base import Generator, GeneratorError
 from .local import LocalGenerator
 from .openai import OpenAIGenerator
-from .reader_adapter import merge_adapter, shared_copy
+from .reader_adapter import merge_adapter, reader_name, shared_copy
 
 # Names meaning "the memory model's own base model".
 SHARED_NAMES = frozenset({"memory", "memory-model", "shared"})
@@ -87,7 +87,8 @@ def _shared_reader(memory_model, local_kwargs: dict) -> LocalGenerator:
     if getattr(memory_model.base_model.config, "quantization_config", None) is not None:
         raise GeneratorError(_QUANTIZED.format(what="the memory model"))
     model = merge_adapter(shared_copy(memory_model), SHIPPED_READER_DIR)
-    return LocalGenerator(model, memory_model.tokenizer, name=EMBEDDED_READER, shared=True, **local_kwargs)
+    return LocalGenerator(model, memory_model.tokenizer, name=reader_name(EMBEDDED_READER, SHIPPED_READER_DIR),
+                          shared=True, **local_kwargs)
 
 
 def _own_reader(generator: LocalGenerator, placement: Placement, local_kwargs: dict) -> LocalGenerator:
@@ -97,4 +98,4 @@ def _own_reader(generator: LocalGenerator, placement: Placement, local_kwargs: d
     if placement.quantize:
         raise GeneratorError(_QUANTIZED.format(what="the generator"))
     return LocalGenerator(merge_adapter(generator.model, SHIPPED_READER_DIR), generator.tokenizer,
-                          name=EMBEDDED_READER, **local_kwargs)
+                          name=reader_name(EMBEDDED_READER, SHIPPED_READER_DIR), **local_kwargs)

@@ -34,6 +34,14 @@ def check_adapter_folder(folder: str | os.PathLike[str]) -> Path:
     return path
 
 
+def reader_name(base_name: str, folder: str | os.PathLike[str]) -> str:
+    """What a generator with the adapter in `folder` goes by in records: `base_name`, then the first 12 hex digits
+    of the adapter weights' sha256, so records of two adapters under one name never pass for each other."""
+    from memorag.storage.io import sha256_file
+
+    return f"{base_name}-{sha256_file(Path(folder) / ADAPTER_WEIGHTS)[:12]}"
+
+
 def shared_copy(memory_model) -> nn.Module:
     """A plain causal LM of the memory model's base config whose parameters and buffers are the base's own
     tensors (`MemoryCore.base_tensors`): built on the meta device, so nothing is allocated or copied."""

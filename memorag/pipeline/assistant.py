@@ -105,6 +105,15 @@ class MemoRAG:
         # labelled questions of the same task for the cic mode's examples (none: it makes its own from the corpus)
         self.few_shot: list[FewShotExample] = []
 
+    def with_generator(self, generator: Generator) -> MemoRAG:
+        """A pipeline that answers with `generator` over this one's models, settings and memorized corpus
+        (the same objects: memorize through one of the two only)."""
+        sibling = MemoRAG(self.config, memory_model=self._memory_model, embedder=self._embedder,
+                          embedder_name=self.embedder_name, generator=generator)
+        sibling._corpus, sibling._tokenizer, sibling._placement = self._corpus, self._tokenizer, self._placement
+        sibling._memory_dtype, sibling.few_shot = self._memory_dtype, self.few_shot
+        return sibling
+
     # -- models, loaded on first use ------------------------------------------------------------
     @property
     def placement(self) -> Placement:

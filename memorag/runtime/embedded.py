@@ -302,7 +302,7 @@ SHIPPED_MEMORY_DIR = Path(__file__).resolve().parents[1] / "weights" / "memory-s
 # The embedded generator (`generator=` of MemoRAG, `--generator`): "embedded" is the embedded LM with the reader
 # adapter trained for it (docs/training.md, "The reader"); `embedded-base` is the LM as it comes.
 SHIPPED_READER_DIR = Path(__file__).resolve().parents[1] / "weights" / "reader-smollm2-135m-instruct"
-EMBEDDED_READER = f"{EMBEDDED_LM}+reader"  # the name the tuned embedded generator goes by in records
+EMBEDDED_READER = f"{EMBEDDED_LM}+reader"  # the tuned embedded generator's name in records, then its weights' hash
 EMBEDDED_BASE_LM = "embedded-base"
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from memorag.config import ConfigError
 from memorag.evaluation import EvalRunner, run_evaluation
 from memorag.evaluation.results_store import CELLS_FILE, EXAMPLES_FILE, MODELS_FILE, ResultsMismatchError
 
@@ -214,3 +215,22 @@ def test_hotpotqa_is_held_out_and_cic_shows_labelled_training_questions(tmp_path
     shown = [example.query for example in hotpotqa_few_shot(config.pipeline.cic.examples, seed=config.seed)]
     cic_prompt = next(prompt for prompt, _ in models.generator.calls if "====== Now let's start! ======" in prompt)
     assert all(f"query: {query}\n" in cic_prompt for query in shown)
+
+
+def test_a_mode_label_may_name_its_generator_and_shares_each_context_s_index_and_memory(tmp_path, data_files):
+    models = fake_models()
+    config = make_config(tmp_path / "out", data_files, modes=["memorag", "memorag@memory"],
+                         tasks=[{"name": "needles", "source": "examples", "path": str(data_files[0])}])
+    cells, _ = run_evaluation(config, models, command="pytest")
+    assert sorted(cell["mode"] for cell in cells) == ["memorag", "memorag@memory"]
+    records = _lines(tmp_path / "out" / EXAMPLES_FILE)
+    by_label = {label: [r for r in records if r["mode"] == label] for label in ("memorag", "memorag@memory")}
+    assert {r["generator"] for r in by_label["memorag"]} == {"fake-number"}
+    assert {r["generator"] for r in by_label["memorag@memory"]} == {models.memory_model.name}  # its base
+    for plain, other in zip(by_label["memorag"], by_label["memorag@memory"], strict=True):
+        assert plain["context_id"] == other["context_id"]
+        assert plain["prepare"] == other["prepare"]  # one index and one memory per context, both labels' records
+        assert sum(other["generator_prompt_tokens"]) > 0  # its own meter counted what it was given
+    assert len({cell["fingerprint"] for cell in cells}) == 2
+    with pytest.raises(ConfigError, match="names no generator"):
+        make_config(tmp_path / "bad", data_files, modes=["rag@"])
