@@ -173,7 +173,7 @@ def test_the_stage_configs_name_the_same_folders(name):
 
 
 def signalled_near_the_limit(tmp_path, home, stage: str, job: str, seconds: int, waits_for: str) -> float:
-    """`slurm/STAGE.sbatch` run as job `job` under the fake SLURM, sent the time-limit signal once it starts
+    """The sbatch script of `stage` run as job `job` under the fake SLURM, sent the time-limit signal once it starts
     `waits_for`; returns when the signal was sent (the script must then end well)."""
     env = {**fake_slurm.install(tmp_path / "slurm"), "MEMORAG_HOME": str(home), "SLURM_JOB_ID": job,
            "SLURM_JOB_NAME": f"memorag-{stage}", "SLURM_CPUS_PER_TASK": "2", "FAKE_STAGE_SECONDS": str(seconds),
