@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file
+
 from memorag.config import load_config
 from memorag.training.config import TrainConfig
 
@@ -23,6 +26,27 @@ def debug_config(output_dir: Path, *overrides: str) -> TrainConfig:
 def train_losses(output_dir: Path) -> dict[int, float]:
     records = [json.loads(line) for line in (Path(output_dir) / "train_log.jsonl").read_text().splitlines()]
     return {r["step"]: r["loss"] for r in records if r["event"] == "train"}
+
+
+def resumed_equals_straight(run, config, tmp_path: Path, settings: list[str], stop_at: int, steps: int,
+                            weights: str) -> None:
+    """`config(folder, *settings)` run straight through, and in a second folder stopped at step `stop_at` and
+    resumed: the two runs log the same losses after the stop and write the same `weights` file at the end,
+    bit for bit (`run` trains one config and returns its summary)."""
+    run(config(tmp_path / "straight", *settings))
+    first = run(config(tmp_path / "resumed", *settings, f"optim.stop_at_step={stop_at}"))
+    assert first["step"] == stop_at and first["reason"].startswith("stopped")
+    second = run(config(tmp_path / "resumed", *settings))
+    assert second["step"] == steps and second["reason"] == "finished"
+    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
+    assert sorted(resumed) == sorted(straight) == list(range(1, steps + 1))
+    after = range(stop_at + 1, steps + 1)
+    assert [resumed[step] for step in after] == [straight[step] for step in after]
+    a = load_file(str(tmp_path / "straight" / f"checkpoint-{steps}" / weights))
+    b = load_file(str(tmp_path / "resumed" / f"checkpoint-{steps}" / weights))
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert torch.equal(a[name], b[name]), name  # bit for bit
 
 
 def reset_accelerate() -> None:

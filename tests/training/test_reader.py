@@ -20,7 +20,7 @@ from memorag.training.cli import train_main
 from memorag.training.config import TrainConfig
 from memorag.training.data.reader_samples import ReaderSample, render_reader_sample
 from memorag.training.data.sft import IGNORE_INDEX
-from tests.training.helpers import ROOT, reset_accelerate, train_losses
+from tests.training.helpers import ROOT, reset_accelerate, resumed_equals_straight, train_losses
 
 DEBUG_READER = ROOT / "configs" / "debug-reader.yaml"
 SAMPLES = ROOT / "examples" / "reader_debug.jsonl"
@@ -89,19 +89,7 @@ def test_only_the_adapter_is_trained_and_saved(tmp_path):
 
 def test_a_stopped_and_resumed_run_ends_with_the_adapter_of_an_uninterrupted_one(tmp_path):
     settings = ["optim.max_steps=6", "optim.grad_accumulation=2", "checkpoint.every_steps=100"]
-    run(reader_config(tmp_path / "straight", *settings))
-    first = run(reader_config(tmp_path / "resumed", *settings, "optim.stop_at_step=3"))
-    assert first["step"] == 3 and first["reason"].startswith("stopped")
-    second = run(reader_config(tmp_path / "resumed", *settings))
-    assert second["step"] == 6 and second["reason"] == "finished"
-    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
-    assert sorted(resumed) == sorted(straight) == [1, 2, 3, 4, 5, 6]
-    assert [resumed[step] for step in (4, 5, 6)] == [straight[step] for step in (4, 5, 6)]
-    a = load_file(str(tmp_path / "straight" / "checkpoint-6" / "adapter_model.safetensors"))
-    b = load_file(str(tmp_path / "resumed" / "checkpoint-6" / "adapter_model.safetensors"))
-    assert sorted(a) == sorted(b)
-    for name in a:
-        assert torch.equal(a[name], b[name]), name  # bit for bit
+    resumed_equals_straight(run, reader_config, tmp_path, settings, 3, 6, "adapter_model.safetensors")
     first_state = json.loads((tmp_path / "resumed" / "checkpoint-6" / "data_state.json").read_text())
     assert first_state["sha256"] and first_state["num_samples"] == 8
 

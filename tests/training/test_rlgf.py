@@ -23,7 +23,7 @@ from memorag.training.cli import train_main
 from memorag.training.config import TrainConfig
 from memorag.training.errors import TrainingInputError
 from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, tiny_model
-from tests.training.helpers import ROOT, reset_accelerate, train_losses
+from tests.training.helpers import ROOT, reset_accelerate, resumed_equals_straight, train_losses
 
 DEBUG_RLGF = ROOT / "configs" / "debug-rlgf.yaml"
 QUIET = ("logging.progress_bar=false", "optim.schedule=constant")
@@ -137,19 +137,7 @@ def test_in_bf16_the_pairs_are_built_as_the_trainer_reads_them(tmp_path):
 
 def test_a_stopped_and_resumed_run_ends_with_the_memory_of_an_uninterrupted_one(tmp_path, pairs):
     settings = [f"data.files=[{pairs}]", "optim.max_steps=4", "checkpoint.every_steps=100"]
-    run(rlgf_config(tmp_path / "straight", *settings))
-    first = run(rlgf_config(tmp_path / "resumed", *settings, "optim.stop_at_step=2"))
-    assert first["step"] == 2 and first["reason"].startswith("stopped")
-    second = run(rlgf_config(tmp_path / "resumed", *settings))
-    assert second["step"] == 4 and second["reason"] == "finished"
-    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
-    assert sorted(resumed) == sorted(straight) == [1, 2, 3, 4]
-    assert [resumed[step] for step in (3, 4)] == [straight[step] for step in (3, 4)]
-    a = load_file(str(tmp_path / "straight" / "checkpoint-4" / "memory_weights.safetensors"))
-    b = load_file(str(tmp_path / "resumed" / "checkpoint-4" / "memory_weights.safetensors"))
-    assert sorted(a) == sorted(b)
-    for name in a:
-        assert torch.equal(a[name], b[name]), name  # bit for bit
+    resumed_equals_straight(run, rlgf_config, tmp_path, settings, 2, 4, "memory_weights.safetensors")
 
 
 def test_a_resume_over_a_changed_pairs_file_is_refused(tmp_path, pairs):
