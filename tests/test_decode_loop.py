@@ -145,7 +145,7 @@ def test_options_the_loop_does_not_take_are_refused_by_name():
     with pytest.raises(ValueError, match="num_beams=2 is not supported.*leave num_beams out"):
         model.generate_ids([5, 6], num_beams=2)
     with pytest.raises(ValueError, match="watch one sequence"):
-        model.generate_ids_batch([[5, 6], [7]], streamer=object())
+        model.generate_ids_batch([[5, 6], [7]], logits_processor=lambda ids, scores: scores)
 
 
 def test_the_generator_decodes_a_supported_family_through_the_loop_and_any_other_through_generate():

@@ -45,7 +45,7 @@ OPTIONS = ("top_k", "repetition_penalty", "min_new_tokens", "stop_strings", "str
            "stopping_criteria")
 # Options that watch one sequence: transformers' protocols index a batch's rows, which a loop that
 # sequences join and leave does not keep.
-ONE_SEQUENCE = ("streamer", "logits_processor", "stopping_criteria")
+ONE_SEQUENCE = ("logits_processor", "stopping_criteria")
 
 
 def prefill(model: MemoryCore, caches: Sequence[MemoryCache], token_ids: Sequence[torch.Tensor],
@@ -225,8 +225,8 @@ def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory |
                          f"runs every decoding); it takes do_sample, temperature, top_p, seed, on_token and "
                          f"{', '.join(OPTIONS)}: leave {key} out")
     if len(prompts) > 1 and (on_token is not None or any(options.get(key) is not None for key in ONE_SEQUENCE)):
-        raise ValueError("on_token, streamer, logits_processor and stopping_criteria watch one sequence (on_token "
-                         "streams one sequence); decode the prompts one by one")
+        raise ValueError("on_token, logits_processor and stopping_criteria watch one sequence (on_token streams "
+                         "one sequence); decode the prompts one by one, or pass a streamer")
     plan: BatchPlan = "exact"
     block = None
     if len(prompts) > 1 and not exact:
@@ -243,27 +243,25 @@ def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory |
                     "memory each, linear layers per prompt: the replies equal one-by-one decoding)", len(prompts))
     sampling = Sampling(sampling.do_sample, sampling.temperature, sampling.top_p, int(options.pop("top_k", 0) or 0),
                         float(options.pop("repetition_penalty", 1.0) or 1.0), sampling.seed)
-    stops = Stops.of(stop_token_ids(model.tokenizer, model.base_model), options.pop("stop_strings", None) or (),
+    stop_ids = stop_token_ids(model.tokenizer, model.base_model)
+    stops = Stops.of(stop_ids, options.pop("stop_strings", None) or (),
                      model.tokenizer.decode if model.tokenizer is not None else None)
     batch = DecodeBatch(MemoryRows(model, plan, block), stops, sampling)
+    streamer, on_step = options.get("streamer"), None
+    if streamer is not None:  # transformers' protocol: the prompts (left-padded), each step's tokens, `end`
+        width, pad = max(len(ids) for ids in prompts), stop_ids[0] if stop_ids else 0
+        streamer.put(torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts]))
+        on_step = lambda tokens: streamer.put(torch.tensor(tokens))  # noqa: E731
     replies = batch.run([_request(index, (ids, memory), max_new_tokens, on_token, options)
-                         for index, ids in enumerate(prompts)])
-    if options.get("streamer") is not None:
-        options["streamer"].end()
+                         for index, ids in enumerate(prompts)], on_step)
+    if streamer is not None:
+        streamer.end()
     return replies
 
 
 def _request(key: int, prompt: Any, max_new_tokens: int, on_token: Callable[[int], None] | None,
              options: dict[str, Any]) -> Request:
-    """One prompt's `Request`; a streamer (transformers' protocol: the prompt's ids, each token, then `end`)
-    becomes an `on_token` of its own, told of the prompt now and of the end once its batch has run."""
-    streamer = options.get("streamer")
-    watchers = [on_token] if on_token is not None else []
-    if streamer is not None:
-        streamer.put(torch.tensor([list(prompt[0])]))
-        watchers.append(lambda token: streamer.put(torch.tensor([token])))
-    return Request(key, prompt, max_new_tokens, int(options.get("min_new_tokens") or 0),
-                   (lambda token: [watch(token) for watch in watchers]) if watchers else None,
+    return Request(key, prompt, max_new_tokens, int(options.get("min_new_tokens") or 0), on_token,
                    _callables(options.get("logits_processor")), _callables(options.get("stopping_criteria")))
 
 

@@ -143,8 +143,9 @@ class MemoryModel(MemoryCore):
         `top_p`, reproducible with `seed` (a `torch.Generator` of its own: the global random state is
         neither read nor changed); `on_token` is called with each new token. Other options, with
         transformers' names and meanings: `top_k`, `repetition_penalty`, `min_new_tokens`, `stop_strings`
-        (the reply ends with the token that completes one), and for one prompt `streamer`,
-        `logits_processor`, `stopping_criteria`; any other (beam search among them) is refused by name."""
+        (the reply ends with the token that completes one), `streamer` (the prompts, then each step's
+        chosen tokens), and for one prompt `logits_processor` and `stopping_criteria`; any other (beam
+        search among them) is refused by name."""
         return self.generate_ids_batch([prompt], memory, max_new_tokens, do_sample, temperature, top_p, seed,
                                        on_token, **generate_kwargs)[0]
 

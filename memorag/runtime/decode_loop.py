@@ -252,10 +252,14 @@ class DecodeBatch:
                 row.next_token = self._choose(row, row_logits)
         return finished
 
-    def run(self, requests: Sequence[Request]) -> list[list[int]]:
-        """Join `requests` and step until every sequence ended; each one's new ids, in order."""
+    def run(self, requests: Sequence[Request], on_step: Callable[[list[int]], None] | None = None) -> list[list[int]]:
+        """Join `requests` and step until every sequence ended; each one's new ids, in order. `on_step` is
+        told the tokens the running sequences chose, once after the prefill and once after each step
+        (a stop token among them, as transformers' streamers are)."""
         rows = self.join_all(requests)
         while self.rows:
+            if on_step is not None:
+                on_step([row.next_token for row in self.rows])
             self.step()
         return [row.new_ids for row in rows]
 
