@@ -166,3 +166,32 @@ def test_the_generator_decodes_a_supported_family_through_the_loop_and_any_other
         expected = generator._transformers_generate(ids, 10, stream)
         tokenizer = generator.tokenizer
         assert generator.generate(prompt, max_new_tokens=10) == tokenizer.decode(expected, skip_special_tokens=True).strip()
+
+
+def test_every_local_decoding_runs_the_loop_and_none_calls_transformers_generate(monkeypatch):
+    """The call graph, read at run time: the memory model's decodings (one prompt, an exact batch, a shared
+    batch, sampling as the RLGF stage samples) and a supported family's generator go through
+    `DecodeBatch.run`; transformers' `generate` is never entered."""
+    from transformers import GenerationMixin
+
+    from memorag.generation import LocalGenerator
+    from tests.memory.test_persistence import tiny_tokenizer
+
+    runs = []
+    original = DecodeBatch.run
+    monkeypatch.setattr(DecodeBatch, "run", lambda self, *args, **kwargs: runs.append(1) or original(self, *args,
+                                                                                                          **kwargs))
+
+    def refused(*args, **kwargs):
+        raise AssertionError("transformers' generate was called")
+
+    monkeypatch.setattr(GenerationMixin, "generate", refused)
+    model = tiny_memory_model("llama", seed=3)
+    model.tokenizer = tiny_tokenizer()
+    memory = model.memorize(random_ids(20, seed=7)[0].tolist())
+    model.generate_ids([5, 6], memory, max_new_tokens=3)
+    model.generate_ids_batch([[5, 6], [7]], memory, max_new_tokens=3)
+    model.generate_ids_batch([[5, 6], [7]], memory, max_new_tokens=3, exact=False)
+    model.generate_ids_batch([[5, 6], [7]], memory, max_new_tokens=3, do_sample=True, top_p=0.9, seed=1)
+    LocalGenerator.from_memory_model(model).generate("ab cd", max_new_tokens=3)
+    assert len(runs) == 5

@@ -218,15 +218,7 @@ def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory |
     before the first stop token (`memorag.runtime.stop_tokens`), or with the token that completes a stop
     string. `options` are `OPTIONS`' (transformers' names and meanings); `exact` as `generate_ids_batch`'s."""
     options = dict(options or {})
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        key = unknown[0]
-        raise ValueError(f"{key}={options[key]!r} is not supported by the memory model's decoding (memorag/runtime/decode_loop.py "
-                         f"runs every decoding); it takes do_sample, temperature, top_p, seed, on_token and "
-                         f"{', '.join(OPTIONS)}: leave {key} out")
-    if len(prompts) > 1 and (on_token is not None or any(options.get(key) is not None for key in ONE_SEQUENCE)):
-        raise ValueError("on_token, logits_processor and stopping_criteria watch one sequence (on_token streams "
-                         "one sequence); decode the prompts one by one, or pass a streamer")
+    _check_options(options, on_token, len(prompts))
     plan: BatchPlan = "exact"
     block = None
     if len(prompts) > 1 and not exact:
@@ -247,16 +239,33 @@ def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory |
     stops = Stops.of(stop_ids, options.pop("stop_strings", None) or (),
                      model.tokenizer.decode if model.tokenizer is not None else None)
     batch = DecodeBatch(MemoryRows(model, plan, block), stops, sampling)
-    streamer, on_step = options.get("streamer"), None
-    if streamer is not None:  # transformers' protocol: the prompts (left-padded), each step's tokens, `end`
-        width, pad = max(len(ids) for ids in prompts), stop_ids[0] if stop_ids else 0
-        streamer.put(torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts]))
-        on_step = lambda tokens: streamer.put(torch.tensor(tokens))  # noqa: E731
+    streamer = options.get("streamer")
+    on_step = _streaming(streamer, prompts, stop_ids[0] if stop_ids else 0) if streamer is not None else None
     replies = batch.run([_request(index, (ids, memory), max_new_tokens, on_token, options)
                          for index, ids in enumerate(prompts)], on_step)
     if streamer is not None:
         streamer.end()
     return replies
+
+
+def _check_options(options: dict[str, Any], on_token: Callable[[int], None] | None, num_prompts: int) -> None:
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        key = unknown[0]
+        raise ValueError(f"{key}={options[key]!r} is not supported by the memory model's decoding "
+                         "(memorag/runtime/decode_loop.py runs every decoding); it takes do_sample, temperature, "
+                         f"top_p, seed, on_token and {', '.join(OPTIONS)}: leave {key} out")
+    if num_prompts > 1 and (on_token is not None or any(options.get(key) is not None for key in ONE_SEQUENCE)):
+        raise ValueError("on_token, logits_processor and stopping_criteria watch one sequence (on_token streams "
+                         "one sequence); decode the prompts one by one, or pass a streamer")
+
+
+def _streaming(streamer: Any, prompts: Sequence[Sequence[int]], pad: int) -> Callable[[list[int]], None]:
+    """transformers' streamer protocol: the prompts now (left-padded with `pad`), then each step's tokens
+    (the returned `on_step`); the caller calls `end`."""
+    width = max(len(ids) for ids in prompts)
+    streamer.put(torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts]))
+    return lambda tokens: streamer.put(torch.tensor(tokens))
 
 
 def _request(key: int, prompt: Any, max_new_tokens: int, on_token: Callable[[int], None] | None,
