@@ -7,7 +7,7 @@ corpus of the demo text is memorized and one `memorag` ask and one `rag` ask are
 their stages timed (`Answer.timings`). The prompts the two models decoded for them are
 caught on the way (the memory model's clue prompts, the generator's answer prompt), then
 for each N the same prompts, N copies of each, go through `DecodeBatch` as the server's
-batcher runs them (memorag/generation/batched.py, memorag/memory/batch_rows.py): every prompt
+batcher runs them (memorag/runtime/decode_loop.py over memorag/generation/batched.py and memorag/memory/decoding.py): every prompt
 prefilled alone as it joins, then steps of all rows together until each stops or reaches
 its budget (`--clue-tokens`, `--answer-tokens`; stop tokens are ignored here so each N
 decodes the same number of steps). Each row records prefill seconds, decoding seconds and
@@ -54,9 +54,9 @@ class PromptCatcher:
 
 
 def timed_batch(rows, prompts: list, steps: int) -> dict:
-    from memorag.generation.batched import DecodeBatch
+    from memorag.runtime.decode_loop import DecodeBatch, Stops
 
-    batch = DecodeBatch(rows, stop_ids=[])
+    batch = DecodeBatch(rows, Stops())
     started = time.perf_counter()
     for key, prompt in enumerate(prompts):
         batch.join(key, prompt, steps)
@@ -72,9 +72,10 @@ def timed_batch(rows, prompts: list, steps: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from memorag.benchmarking.machine import load_average, machine_record
-    from memorag.generation.batched import DecodeBatch, LanguageModelRows
-    from memorag.memory.batch_rows import MemoryRows
+    from memorag.generation.batched import LanguageModelRows
+    from memorag.memory.decoding import MemoryRows
     from memorag.retrieval.chunking import Document
+    from memorag.runtime.decode_loop import DecodeBatch, Sampling, Stops
     from memorag.runtime.stop_tokens import stop_token_ids
     from memorag.serve.store import CorpusStore
 
@@ -93,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                                                        on_token=on_token)
             finally:
                 memory_model.batcher = catcher
-        batch = DecodeBatch(LanguageModelRows(generator.model), stop_token_ids(generator.tokenizer, generator.model),
-                            generator.repetition_penalty)  # one request, as the server's batcher decodes it
+        batch = DecodeBatch(LanguageModelRows(generator.model), Stops.of(stop_token_ids(generator.tokenizer, generator.model)),
+                            Sampling(repetition_penalty=generator.repetition_penalty))  # one request, as the server's batcher decodes it
         batch.join(0, prompts[0], max_new_tokens)
         while True:
             ended = batch.step()
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     records = []
     for size in args.sizes:
-        memory = timed_batch(MemoryRows(memory_model), clue_prompts * size, args.clue_tokens)
+        memory = timed_batch(MemoryRows(memory_model, "shared"), clue_prompts * size, args.clue_tokens)
         answers = timed_batch(LanguageModelRows(generator.model), [answer_prompt] * size, args.answer_tokens)
         records.append({"size": size, "clue_prompts": len(clue_prompts) * size, "memory": memory,
                         "generator": answers})

@@ -1,126 +1,24 @@
-"""Greedy decoding of several prompts together: one forward pass gives every running prompt its next token.
+"""A plain transformers causal LM's rows for the one decode loop (`memorag.runtime.decode_loop.DecodeBatch`).
 
 A decode step of a small model on a CPU is bound by reading the weights, and one pass
 over N tokens (one per prompt) reads them once, as a pass over one token does
-(benchmarks/batch_decode_step.py measures the saving). `DecodeBatch` keeps the running
-prompts as rows of one batch: a prompt joins between steps (prefilled alone, as a lone
-`generate` prefills it) and leaves between steps when it stops, reaches its token budget or
-is dropped by its caller. Each row reads only its own keys at its own positions, so its
-tokens are those of the prompt decoded alone, up to the rounding of a matrix product shared
-by the rows (the tests check equality on tiny models).
-
-The rows' model state is kept by an engine (`BatchRows`): `LanguageModelRows` here, for a
-transformers causal LM, and `memorag.memory.batch_rows.MemoryRows` for the memory model.
+(benchmarks/batch_decode_step.py measures the saving). `LanguageModelRows` keeps the running
+prompts as rows of one left-padded KV cache: a prompt joins between steps (prefilled alone, as a
+lone `generate` prefills it) and leaves between steps. Each row reads only its own keys at its
+own positions, so its tokens are those of the prompt decoded alone, up to the rounding of a
+matrix product shared by the rows (the tests check equality on tiny models). The memory model's
+rows are `memorag.memory.decoding.MemoryRows`.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Sequence
 
 import torch
 
 from memorag.runtime.cache_argument import cache_kwargs
 
 from .base import GeneratorError
-
-
-class BatchRows(Protocol):
-    """The model state of a batch's rows, in the order they joined."""
-
-    def add(self, prompt: Any, max_new_tokens: int) -> torch.Tensor:
-        """Prefill `prompt` alone as a new last row; return its next-token logits [V]."""
-
-    def remove(self, index: int) -> None:
-        """Drop row `index`."""
-
-    def advance(self, tokens: list[int]) -> torch.Tensor:
-        """Read `tokens[i]` into row i, all rows in one forward pass; return their next-token logits [n, V]."""
-
-    def prompt_ids(self, prompt: Any) -> Sequence[int]:
-        """The token ids of `prompt` (what a repetition penalty counts as already seen)."""
-
-
-@dataclass
-class DecodeRow:
-    """One prompt in the batch: its next token, the tokens it chose, its budget, and (under a repetition
-    penalty) the ids it has seen."""
-
-    key: Hashable
-    max_new_tokens: int
-    next_token: int = -1
-    new_ids: list[int] = field(default_factory=list)
-    seen: torch.Tensor | None = None  # [1, n] the prompt's ids and the chosen ones
-
-
-class DecodeBatch:
-    """Prompts decoded greedily together; `join`, `leave` and `step` are called from one thread."""
-
-    def __init__(self, rows: BatchRows, stop_ids: Sequence[int], repetition_penalty: float = 1.0):
-        self.engine = rows
-        self.stop_ids = frozenset(int(token) for token in stop_ids)
-        self.repetition_penalty = repetition_penalty
-        self.rows: list[DecodeRow] = []
-        self.steps_by_size: Counter[int] = Counter()  # rows per step -> steps taken with that many
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def join(self, key: Hashable, prompt: Any, max_new_tokens: int) -> DecodeRow:
-        """Prefill `prompt` (what the engine reads) alone and add it to the batch; its first token is chosen here."""
-        if any(row.key == key for row in self.rows):
-            raise GeneratorError(f"a prompt with the key {key!r} is already decoding; give each its own key")
-        if max_new_tokens < 1:
-            raise GeneratorError(f"max_new_tokens={max_new_tokens}: a prompt to decode needs at least 1")
-        row = DecodeRow(key, max_new_tokens)
-        if self.repetition_penalty != 1.0:
-            row.seen = torch.tensor([list(self.engine.prompt_ids(prompt))], dtype=torch.long)
-        row.next_token = self._choose(row, self.engine.add(prompt, max_new_tokens))
-        self.rows.append(row)
-        return row
-
-    def leave(self, key: Hashable) -> None:
-        """Drop the prompt `key` from the batch (unknown keys are an error: a caller's bookkeeping is off)."""
-        index = next((i for i, row in enumerate(self.rows) if row.key == key), None)
-        if index is None:
-            raise GeneratorError(f"no prompt with the key {key!r} is decoding")
-        self.rows.pop(index)
-        self.engine.remove(index)
-
-    def step(self) -> list[DecodeRow]:
-        """Take each row's chosen token; rows that stop (a stop token or the budget) leave and are
-        returned; the others get their next token from one forward pass of the whole batch."""
-        finished = [row for row in self.rows if self._take(row)]
-        for row in finished:
-            self.leave(row.key)
-        if self.rows:
-            self.steps_by_size[len(self.rows)] += 1
-            logits = self.engine.advance([row.next_token for row in self.rows])
-            for row, row_logits in zip(self.rows, logits, strict=True):
-                row.next_token = self._choose(row, row_logits)
-        return finished
-
-    def _choose(self, row: DecodeRow, logits: torch.Tensor) -> int:
-        """The greedy token from a row's logits [V], in float32 and under the repetition penalty as
-        transformers' `generate` applies it (every id seen, the prompt's included)."""
-        scores = logits.detach().to(torch.float32).reshape(1, -1)
-        if row.seen is not None:
-            seen = row.seen.to(scores.device)
-            picked = torch.gather(scores, 1, seen)
-            picked = torch.where(picked < 0, picked * self.repetition_penalty, picked / self.repetition_penalty)
-            scores = scores.scatter(1, seen, picked)
-        return int(scores.argmax(-1))
-
-    def _take(self, row: DecodeRow) -> bool:
-        """Record the row's chosen token; True when the row is done."""
-        if row.next_token in self.stop_ids:
-            return True
-        row.new_ids.append(row.next_token)
-        if row.seen is not None:
-            row.seen = torch.cat([row.seen, torch.tensor([[row.next_token]], dtype=torch.long)], dim=1)
-        return len(row.new_ids) >= row.max_new_tokens
 
 
 class LanguageModelRows:
@@ -137,7 +35,11 @@ class LanguageModelRows:
         return prompt
 
     @torch.inference_mode()
-    def add(self, prompt: Sequence[int], max_new_tokens: int) -> torch.Tensor:
+    def prefill(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> torch.Tensor:
+        """Each prompt read alone, then added as a new last row: their next-token logits [n, V]."""
+        return torch.stack([self._add(prompt) for prompt in prompts])
+
+    def _add(self, prompt: Sequence[int]) -> torch.Tensor:
         if not prompt:
             raise GeneratorError("a prompt to decode needs at least one token")
         from transformers import DynamicCache
@@ -155,7 +57,7 @@ class LanguageModelRows:
         self._select([i for i in range(len(self.lengths) + 1) if i != index])
 
     @torch.inference_mode()
-    def advance(self, tokens: list[int]) -> torch.Tensor:
+    def decode_step(self, tokens: list[int]) -> torch.Tensor:
         assert self._mask is not None
         device = self._device()
         ids = torch.tensor([[token] for token in tokens], dtype=torch.long, device=device)

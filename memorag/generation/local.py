@@ -8,10 +8,13 @@ from typing import Any
 
 import torch
 
+from memorag.memory.families import FAMILIES
 from memorag.runtime.cache_argument import cache_kwargs
+from memorag.runtime.decode_loop import DecodeBatch, Request, Sampling, Stops
 from memorag.runtime.stop_tokens import stop_token_ids
 
 from .base import Generator, GeneratorError, PromptTokens
+from .batched import LanguageModelRows
 from .prefix_cache import PrefixCache, common_prefix_length
 from .streaming import TextStream
 
@@ -40,8 +43,9 @@ class _StreamerAdapter:
 
 
 class LocalGenerator(Generator):
-    """Greedy (or sampled) generation with `model.generate`, through the chat template when
-    the tokenizer has one, else the plain prompt (system text first)."""
+    """Greedy (or sampled) generation through the one decode loop (a model of the memory model's
+    families; any other through `model.generate`), through the chat template when the tokenizer has
+    one, else the plain prompt (system text first)."""
 
     def __init__(
         self,
@@ -212,18 +216,40 @@ class LocalGenerator(Generator):
 
     def _generate(self, input_ids: torch.Tensor, max_new_tokens: int, on_text: Callable[[str], None] | None,
                   cache=None) -> str:
-        from transformers import GenerationConfig
-
+        """The reply to `input_ids` [1, T]: through the server's batch when one is attached (greedy, no cached
+        prefix), else through the one decode loop for a supported family (`loop_decodes`), else one
+        sequence through transformers' `generate` (any other model, or a cached prefix)."""
         if self.context_window and input_ids.shape[1] + max_new_tokens > self.context_window:
             raise GeneratorError(
                 f"the prompt has {input_ids.shape[1]} tokens; with {max_new_tokens} new tokens it exceeds the "
                 f"{self.context_window}-token window of {self.name}"
             )
+        stream = TextStream(self.tokenizer, on_text)
+        prompt = input_ids[0].tolist()
         if self.batcher is not None and cache is None and not self.do_sample:
-            stream = TextStream(self.tokenizer, on_text)
-            stream.ids = self.batcher.decode("generator", [input_ids[0].tolist()], max_new_tokens,
+            stream.ids = self.batcher.decode("generator", [prompt], max_new_tokens,
                                              on_token=lambda token: stream.push([token]))[0]
-            return stream.finish().strip()
+        elif cache is None and self.loop_decodes:
+            batch = DecodeBatch(LanguageModelRows(self.model), Stops.of(self._stop_ids()), self.sampling())
+            stream.ids = batch.run([Request(0, prompt, max_new_tokens, on_token=lambda token: stream.push([token]))])[0]
+        else:
+            stream.ids = self._transformers_generate(input_ids, max_new_tokens, stream, cache)
+        return stream.finish().strip()
+
+    @property
+    def loop_decodes(self) -> bool:
+        """Whether this model decodes through the one loop (memorag/runtime/decode_loop.py): a causal LM of a
+        family the memory model supports (memorag/memory/families.py); any other keeps `generate`."""
+        return getattr(self.model.config, "model_type", None) in FAMILIES
+
+    def sampling(self) -> Sampling:
+        """How this generator picks tokens, as the loop takes it."""
+        return Sampling(self.do_sample, self.temperature, self.top_p, repetition_penalty=self.repetition_penalty)
+
+    def _transformers_generate(self, input_ids: torch.Tensor, max_new_tokens: int, stream: TextStream,
+                               cache=None) -> list[int]:
+        from transformers import GenerationConfig
+
         device = next(self.model.parameters()).device
         input_ids = input_ids.to(device)
         stops = self._stop_ids()
@@ -236,7 +262,6 @@ class LocalGenerator(Generator):
             eos_token_id=stops or None,
             pad_token_id=stops[0] if stops else None,
         )
-        stream = TextStream(self.tokenizer, on_text)
         output = self.model.generate(
             input_ids=input_ids,
             attention_mask=torch.ones_like(input_ids),
@@ -244,9 +269,7 @@ class LocalGenerator(Generator):
             streamer=_StreamerAdapter(stream),
             **cache_kwargs(cache),
         )
-        new_ids = [int(token) for token in output[0, input_ids.shape[1] :] if int(token) not in stops]
-        stream.ids = new_ids
-        return stream.finish().strip()
+        return [int(token) for token in output[0, input_ids.shape[1] :] if int(token) not in stops]
 
     def describe(self) -> dict:
         return {**super().describe(), "shared_with_memory_model": self.shared}

@@ -1,178 +1,137 @@
-"""The memory model decoded by transformers' `generate` (docs/memory-model.md, "Decoding").
+"""The memory model's decoding: gpt-fast's prefill and decode step over explicit caches, driven by the one
+loop (memorag/runtime/decode_loop.py; docs/memory-model.md, "Decoding").
 
-`generate` drives the loop (greedy or sampled, logits processors, stopping criteria,
-streamers, `max_new_tokens`, batches); the memory model computes each step:
+`prefill(model, caches, token_ids, ratio_of, plan)` reads prompts into their working caches (window
+steps) and `decode_step(model, caches, tokens, ratio_of, plan)` reads one token per sequence (decoding
+steps); both return the next-token logits [n, V]. Each sequence's cache and ratio function are
+arguments, and so is the batch plan:
 
-- `MemoryKVCache` is the `Cache` that `generate` carries from step to step: one working
-  copy of the memory per sequence (a `MemoryCache`), so tokens read during decoding go
-  through the same step as any other: after the memory, and compacted when their window
-  fills, exactly as `memorize` would.
-- `MemoryDecoder` is the model `generate` calls: its `forward` feeds the tokens that a
-  sequence's cache has not read yet (left padding of a batch is skipped, never read) and
-  returns the next-token logits of each sequence's last raw token. The prompts are read as
-  window steps; every later round reads one token per sequence as a decoding step.
-- `decode` is the one place that decides how several prompts decode: an exact batch packs their
-  rows into one step per round, each sequence attending and rounding as alone
-  (`MemoryCore.read_tokens_batch`, `PackedStepRows`), or with compiled decoding goes through the
-  compiled step one prompt after another (packed rows change shape from round to round, which a
-  compiled step cannot follow); without `exact`, their caches are rows of one `CacheBlock` and a
-  round is one `WholeBufferStep` over all of them (`shared_round`), the matrix products shared,
-  compiled or eager alike.
+- `"alone"`: each sequence in a step of its own (the compiled decoding step runs one sequence's shapes);
+- `"exact"`: one step of packed rows, each sequence attending over its own cache and its linear layers
+  rounding as alone (`MemoryCore.read_tokens_batch`, `PackedStepRows`): replies equal one-by-one decoding;
+- `"shared"`: the same packed step with the matrix products shared (a token can differ where two tie).
 
-Beam search and other strategies that reorder or crop the cache are refused.
+With a `CacheBlock` the caches are rows of one buffer per layer and a round is one `WholeBufferStep`
+over all of them (`shared_round`), the products shared, compiled or eager alike. `MemoryRows` holds a
+running batch's caches for the loop (the server's prompts over different memories, or one call's
+prompts over one memory); `decode` is what `MemoryModel.generate_ids_batch` calls: it alone chooses
+the plan, and turns the public options into the loop's `Sampling`, `Stops` and `Request`s.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
-from torch import nn
-from transformers import GenerationConfig, GenerationMixin
-from transformers.cache_utils import Cache
-from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from memorag.runtime.cache_argument import CACHE_ARGUMENT, cache_kwargs, pop_cache
+from memorag.runtime.decode_loop import DecodeBatch, Request, Sampling, Stops
 from memorag.runtime.stop_tokens import stop_token_ids
 
 from .attention import KeysSeen, WholeBufferStep
 from .cache import CacheBlock, MemoryCache, bucketed
 from .core import MemoryCore, StepInput, plan_steps
 from .masks import bucket_bias, raw_then_memory, self_only_bias
-from .schedule import ScheduleState
+from .schedule import RatioOf, ScheduleState
 from .state import Memory
 
 logger = logging.getLogger(__name__)
 
-# `generate` options that need a cache that can be reordered, cropped or shared across calls.
-_UNSUPPORTED = {"num_beams": 1, "num_return_sequences": 1, "assistant_model": None, "prompt_lookup_num_tokens": None,
-                "cache_implementation": None, "use_cache": True, "past_key_values": None, "cache": None}
+BatchPlan = Literal["alone", "exact", "shared"]
+
+# The options of `MemoryModel.generate_ids` besides its named ones; anything else is refused by name.
+OPTIONS = ("top_k", "repetition_penalty", "min_new_tokens", "stop_strings", "streamer", "logits_processor",
+           "stopping_criteria")
+# Options that watch one sequence: transformers' protocols index a batch's rows, which a loop that
+# sequences join and leave does not keep.
+ONE_SEQUENCE = ("logits_processor", "stopping_criteria")
 
 
-class MemoryKVCache(Cache):
-    """`generate`'s cache for the memory model: one `MemoryCache` per sequence of the batch.
-
-    `consumed` counts the columns of `generate`'s `input_ids` already read (a batch's left
-    padding included, which is skipped, not read); `finished[i]` is set once sequence i
-    read a stop token, after which it reads nothing more. `block`: the `CacheBlock` whose rows
-    the caches are, when several prompts decode as one batch with shared products (`shared_round`).
-    """
-
-    def __init__(self, caches: list[MemoryCache], ratio_of: list[Callable[[int], int]], stops: Sequence[int],
-                 exact: bool = True, block: CacheBlock | None = None):
-        super().__init__(layers=[])
-        self.exact = exact  # a batch rounds each sequence as alone (`PackedStepRows.linears`)
-        self.caches = caches
-        self.ratio_of = ratio_of
-        self.stops = frozenset(int(token) for token in stops)
-        self.block = block
-        self.consumed = 0
-        self.finished = [False] * len(caches)
-
-    @property
-    def is_compileable(self) -> bool:
-        return False
-
-    @property
-    def is_croppable(self) -> bool:
-        return False
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        """Columns of `generate`'s `input_ids` read so far (what `generate` counts as the past)."""
-        return self.consumed
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
-               cache_kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """transformers' write path, for a batch of one sequence: its `MemoryCache.update`. The sequences of a
-        larger batch hold caches of different lengths, which no single tensor of keys can return."""
-        if len(self.caches) != 1:
-            raise ValueError(f"this cache holds {len(self.caches)} sequences, each a MemoryCache of its own "
-                             "length; write each sequence through its cache's update (MemoryKVCache.caches[i])")
-        return self.caches[0].update(key_states, value_states, layer_idx, cache_kwargs)
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        raise NotImplementedError("the memory model decodes without beam search (num_beams=1)")
-
-    def unread(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> list[torch.Tensor]:
-        """Each sequence's tokens [1, n_i] of `input_ids` not read yet (none once it read a stop token)."""
-        new = input_ids[:, self.consumed :]
-        keep = attention_mask[:, self.consumed :].bool() if attention_mask is not None else None
-        token_ids = []
-        for row in range(new.shape[0]):
-            ids = new[row] if keep is None else new[row][keep[row]]
-            if self.finished[row]:
-                ids = ids[:0]
-            elif self.consumed and any(int(token) in self.stops for token in ids):
-                self.finished[row] = True  # a stop token ends the sequence: nothing after it is read
-                ids = ids[:0]
-            token_ids.append(ids[None])
-        self.consumed = input_ids.shape[1]
-        return token_ids
+def prefill(model: MemoryCore, caches: Sequence[MemoryCache], token_ids: Sequence[torch.Tensor],
+            ratio_of: Sequence[RatioOf], plan: BatchPlan) -> torch.Tensor:
+    """Read each prompt `token_ids[i]` [1, n_i] into `caches[i]` as window steps; the logits of each one's
+    last row [n, V]."""
+    if plan == "alone":
+        last = [model.read_tokens_batch([ids], [cache], [ratio], "window")[0]
+                for ids, cache, ratio in zip(token_ids, caches, ratio_of, strict=True)]
+    else:
+        last = model.read_tokens_batch(token_ids, caches, ratio_of, "window", exact=plan == "exact")
+    return next_token_logits(model, last, plan)
 
 
-class MemoryDecoder(nn.Module, GenerationMixin):
-    """The memory model as `generate` sees it; holds no weights of its own."""
+def decode_step(model: MemoryCore, caches: Sequence[MemoryCache], tokens: Sequence[int],
+                ratio_of: Sequence[RatioOf], plan: BatchPlan) -> torch.Tensor:
+    """Read `tokens[i]` into `caches[i]` as a decoding step (every sequence in one step, or each alone);
+    the next-token logits [n, V]."""
+    ids = [torch.tensor([[token]], dtype=torch.long, device=model.device) for token in tokens]
+    if plan == "alone":
+        last = [model.read_tokens_batch([row], [cache], [ratio], "decode")[0]
+                for row, cache, ratio in zip(ids, caches, ratio_of, strict=True)]
+    else:
+        last = model.read_tokens_batch(ids, caches, ratio_of, "decode", exact=plan == "exact")
+    return next_token_logits(model, last, plan)
 
-    main_input_name = "input_ids"
-    _is_stateful = False
-    _supports_cache_class = True
 
-    def __init__(self, model: MemoryCore):
-        super().__init__()
-        self.__dict__["memory_model"] = model  # not a submodule: the weights stay the memory model's
-        self.config = model.base_model.config
-        self.generation_config = GenerationConfig()  # nothing inherited: the caller says how to decode
+def next_token_logits(model: MemoryCore, last: Sequence[torch.Tensor | None], plan: BatchPlan) -> torch.Tensor:
+    """The logits [n, V] of the sequences' last raw rows ([1, D] each; None: read nothing, left out): each
+    row's head product as alone, or one product over all rows where the plan shares them."""
+    hidden = [states for states in last if states is not None]
+    if plan != "shared" or len(hidden) == 1:
+        return torch.cat(model.logits_alone(hidden))
+    return model.logits(torch.cat(hidden))
 
-    @property
-    def device(self) -> torch.device:
-        return self.memory_model.device
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.memory_model.base_dtype
+class MemoryRows:
+    """The memory model's rows for the loop (`DecodeRows`): each a prompt (its ids, and the memory it
+    continues or None) in a working cache of its own, so prompts over different memories share a batch;
+    with `block`, the caches are the block's rows, taken in the order the prompts join."""
 
-    @classmethod
-    def can_generate(cls) -> bool:
-        return True
+    def __init__(self, model: MemoryCore, plan: BatchPlan = "shared", block: CacheBlock | None = None):
+        self.model, self.plan, self.block = model, plan, block
+        self.caches: list[MemoryCache] = []
+        self.ratios: list[RatioOf] = []
 
-    def get_experts_implementation(self) -> dict:
-        """No mixture-of-experts layers to switch kernels for (asked by `generate`)."""
-        return {}
+    def prompt_ids(self, prompt: tuple[Sequence[int], Memory | None]) -> Sequence[int]:
+        return prompt[0]
 
-    # Both names of the cache are in the signatures: `generate` checks its keywords against them
-    # and passes the cache as `cache` from transformers 5.24, as `past_key_values` before
-    # (memorag/runtime/cache_argument.py).
-    def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, cache: MemoryKVCache | None = None,
-                                      past_key_values: MemoryKVCache | None = None,
-                                      attention_mask: torch.Tensor | None = None, **kwargs) -> dict:
-        found = pop_cache({"cache": cache, "past_key_values": past_key_values})
-        return {"input_ids": input_ids, CACHE_ARGUMENT: found, "attention_mask": attention_mask}
+    @torch.inference_mode()
+    def prefill(self, prompts: Sequence[tuple[Sequence[int], Memory | None]], max_new_tokens: Sequence[int]
+                ) -> torch.Tensor:
+        model, caches, ratios, token_ids = self.model, [], [], []
+        for (ids, memory), budget in zip(prompts, max_new_tokens, strict=True):
+            if not ids:
+                raise ValueError("the prompt is empty")
+            ratios.append(model.ratio_function(memory.ratio if memory is not None else model.choose_ratio(len(ids))))
+            caches.append(self._new_cache(memory, len(ids) + budget, len(self.caches) + len(caches)))
+            token_ids.append(torch.tensor([list(ids)], dtype=torch.long, device=model.device))
+        logits = prefill(model, caches, token_ids, ratios, self.plan)
+        self.caches += caches
+        self.ratios += ratios
+        return logits
 
-    def forward(self, input_ids: torch.LongTensor, cache: MemoryKVCache | None = None,
-                past_key_values: MemoryKVCache | None = None, attention_mask: torch.Tensor | None = None,
-                **kwargs) -> CausalLMOutputWithPast:
-        cache = pop_cache({"cache": cache, "past_key_values": past_key_values})
-        if not isinstance(cache, MemoryKVCache):
-            raise ValueError("the memory model decodes from a MemoryKVCache; call MemoryModel.generate_ids")
-        model = self.memory_model
-        prompts = cache.consumed == 0
-        token_ids = cache.unread(input_ids, attention_mask)
-        if cache.block is not None and not prompts:
-            last = shared_round(model, cache.block, token_ids, cache.ratio_of)
-        else:
-            kind = "window" if prompts else "decode"
-            last = model.read_tokens_batch(token_ids, cache.caches, cache.ratio_of, kind, exact=cache.exact)
-        logits = torch.zeros(len(last), 1, model.lm_head.out_features, device=model.device, dtype=model.base_dtype)
-        fed = [row for row, hidden in enumerate(last) if hidden is not None]
-        if cache.exact or len(fed) == 1:  # one row at a time, as alone (see `PackedStepRows` on rounding)
-            for row, row_logits in zip(fed, model.logits_alone([last[row] for row in fed]), strict=True):
-                logits[row, 0] = row_logits[0].to(logits.dtype)
-        elif fed:
-            hidden = torch.cat([last[row] for row in fed], dim=0)  # [n, D]
-            logits[fed, 0] = model.logits(hidden).to(logits.dtype)
-        return CausalLMOutputWithPast(logits=logits, **cache_kwargs(cache))
+    def _new_cache(self, memory: Memory | None, reserve: int, index: int) -> MemoryCache:
+        if self.block is None:
+            return self.model.new_cache(memory, reserve=reserve)
+        if index >= len(self.block.caches):
+            raise ValueError(f"the decoding block holds {len(self.block.caches)} prompts; allocate it for more")
+        return self.block.caches[index]
+
+    def remove(self, index: int) -> None:
+        self.caches.pop(index)
+        self.ratios.pop(index)
+
+    @torch.inference_mode()
+    def decode_step(self, tokens: list[int]) -> torch.Tensor:
+        if self.block is None:
+            return decode_step(self.model, self.caches, tokens, self.ratios, self.plan)
+        by_cache = {id(cache): (token, ratio) for cache, token, ratio in zip(self.caches, tokens, self.ratios,
+                                                                             strict=True)}
+        empty = torch.zeros(1, 0, dtype=torch.long, device=self.model.device)
+        token_ids = [torch.tensor([[by_cache[id(cache)][0]]], dtype=torch.long, device=self.model.device)
+                     if id(cache) in by_cache else empty for cache in self.block.caches]
+        ratio_of = [by_cache[id(cache)][1] if id(cache) in by_cache else self.ratios[0] for cache in self.block.caches]
+        return next_token_logits(self.model, shared_round(self.model, self.block, token_ids, ratio_of), "shared")
 
 
 def allocate_block(model: MemoryCore, memory: Memory | None, num_prompts: int, new_tokens: int) -> CacheBlock:
@@ -248,102 +207,73 @@ def _round_rows(model: MemoryCore, block: CacheBlock, cache: MemoryCache, item: 
     return item.input_ids[0, 0], own, bias
 
 
-class _TokenStreamer:
-    """transformers' streamer protocol calling `on_token` with each new token before the first stop;
-    the prompt (the first `put`) is skipped; forwards everything to `inner` (a user's streamer) too."""
-
-    def __init__(self, on_token: Callable[[int], None] | None, stops: frozenset[int], inner=None):
-        self.on_token, self.stops, self.inner = on_token, stops, inner
-        self.prompt_seen = False
-        self.stopped = False
-
-    def put(self, value: torch.Tensor) -> None:
-        if self.inner is not None:
-            self.inner.put(value)
-        if not self.prompt_seen:
-            self.prompt_seen = True
-            return
-        for token in value.reshape(-1).tolist():
-            if self.stopped or int(token) in self.stops:
-                self.stopped = True
-                return
-            if self.on_token is not None:
-                self.on_token(int(token))
-
-    def end(self) -> None:
-        if self.inner is not None:
-            self.inner.end()
-
-
 # Under inference mode a view or an in-place write skips autograd's bookkeeping (version counters, view
 # metadata), which a decoding round of a small model pays thousands of times. Nothing made here outlives
 # the call: the working caches are dropped, the memory is only read, replies leave as ids.
 @torch.inference_mode()
-def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory | None, ratios: Sequence[int | None],
-           max_new_tokens: int, do_sample: bool, temperature: float, top_p: float, seed: int | None,
-           on_token: Callable[[int], None] | None, generate_kwargs: dict[str, Any], exact: bool = True
-           ) -> list[list[int]]:
-    """Token ids generated after `memory` (unchanged) and each prompt (its memory's ratio, or
-    `ratios[i]` without a memory), by `generate`; each list ends before the first stop token
-    (`memorag.runtime.stop_tokens`)."""
-    _check_options(generate_kwargs, on_token, len(prompts))
-    if len(prompts) > 1 and exact and model.decoding_compiled:
-        # the compiled step runs one prompt's shapes, or a shared block's; an exact batch keeps it by decoding
-        # its prompts through it one after another (each reply as alone)
-        logger.info("decoding %d prompts one after another through the compiled decoding step", len(prompts))
-        return [decode(model, [ids], memory, [ratio], max_new_tokens, do_sample, temperature, top_p, seed, None,
-                       dict(generate_kwargs))[0] for ids, ratio in zip(prompts, ratios, strict=True)]
-    stops = stop_token_ids(model.tokenizer, model.base_model)
-    cache = _decoding_cache(model, prompts, memory, ratios, max_new_tokens, stops, exact)
-    width, pad = max(len(ids) for ids in prompts), stops[0] if stops else 0
-    input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts], dtype=torch.long,
-                             device=model.device)
-    attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], dtype=torch.long,
-                                  device=model.device)
-    sampling = do_sample and temperature > 0
-    config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sampling,
-                              temperature=temperature if sampling else None, top_p=top_p if sampling else None,
-                              eos_token_id=stops or None, pad_token_id=pad)
-    streamer = _TokenStreamer(on_token, cache.stops, generate_kwargs.pop("streamer", None))
-    with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
-        if seed is not None:
-            torch.manual_seed(seed)
-        output = MemoryDecoder(model).generate(input_ids=input_ids, attention_mask=attention_mask,
-                                               generation_config=config, streamer=streamer, **cache_kwargs(cache),
-                                               **generate_kwargs)
-    return [_until_stop(row, cache.stops) for row in output[:, width:].tolist()]
-
-
-def _check_options(generate_kwargs: dict[str, Any], on_token, num_prompts: int) -> None:
-    for key, allowed in _UNSUPPORTED.items():
-        if key in generate_kwargs and generate_kwargs[key] != allowed:
-            raise ValueError(f"{key}={generate_kwargs[key]!r} is not supported by the memory model's decoding "
-                             f"(it needs a cache that can be reordered or replaced); leave {key} out")
-    if on_token is not None and num_prompts > 1:
-        raise ValueError("on_token streams one sequence; decode the prompts one by one, or pass a streamer")
-
-
-def _decoding_cache(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory | None,
-                    ratios: Sequence[int | None], max_new_tokens: int, stops: list[int], exact: bool) -> MemoryKVCache:
-    """The working caches of a decoding: each prompt's own (an exact batch is packed step by step), or
-    without `exact` several prompts' caches as rows of one block (their rounds shared, `shared_round`)."""
-    ratio_of = [model.ratio_function(ratio) for ratio in ratios]
+def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory | None, max_new_tokens: int,
+           sampling: Sampling, on_token: Callable[[int], None] | None = None, options: dict[str, Any] | None = None,
+           exact: bool = True) -> list[list[int]]:
+    """Token ids generated after `memory` (unchanged) and each prompt, through the loop; each list ends
+    before the first stop token (`memorag.runtime.stop_tokens`), or with the token that completes a stop
+    string. `options` are `OPTIONS`' (transformers' names and meanings); `exact` as `generate_ids_batch`'s."""
+    options = dict(options or {})
+    _check_options(options, on_token, len(prompts))
+    plan: BatchPlan = "exact"
+    block = None
     if len(prompts) > 1 and not exact:
+        plan = "shared"
         block = allocate_block(model, memory, len(prompts), max(len(ids) for ids in prompts) + max_new_tokens)
         logger.warning("decoding %d prompts as one batch with shared matrix products (exact=False): a reply can "
                        "differ from one-by-one decoding where two tokens (nearly) tie", len(prompts))
-        return MemoryKVCache(block.caches, ratio_of, stops, exact=False, block=block)
-    if len(prompts) > 1:
+    elif len(prompts) > 1 and model.decoding_compiled:
+        plan = "alone"  # the compiled step runs one sequence's shapes: each prompt in a step of its own
+        logger.info("decoding %d prompts as one batch, each in a step of its own through the compiled decoding "
+                    "step", len(prompts))
+    elif len(prompts) > 1:
         logger.info("decoding %d prompts as one batch over the memory (packed rows, one working copy of the "
                     "memory each, linear layers per prompt: the replies equal one-by-one decoding)", len(prompts))
-    caches = [model.new_cache(memory, reserve=len(ids) + max_new_tokens) for ids in prompts]
-    return MemoryKVCache(caches, ratio_of, stops, exact=exact)
+    sampling = Sampling(sampling.do_sample, sampling.temperature, sampling.top_p, int(options.pop("top_k", 0) or 0),
+                        float(options.pop("repetition_penalty", 1.0) or 1.0), sampling.seed)
+    stop_ids = stop_token_ids(model.tokenizer, model.base_model)
+    stops = Stops.of(stop_ids, options.pop("stop_strings", None) or (),
+                     model.tokenizer.decode if model.tokenizer is not None else None)
+    batch = DecodeBatch(MemoryRows(model, plan, block), stops, sampling)
+    streamer = options.get("streamer")
+    on_step = _streaming(streamer, prompts, stop_ids[0] if stop_ids else 0) if streamer is not None else None
+    replies = batch.run([_request(index, (ids, memory), max_new_tokens, on_token, options)
+                         for index, ids in enumerate(prompts)], on_step)
+    if streamer is not None:
+        streamer.end()
+    return replies
 
 
-def _until_stop(row: list[int], stops: frozenset[int]) -> list[int]:
-    ids = []
-    for token in row:
-        if token in stops:
-            break
-        ids.append(int(token))
-    return ids
+def _check_options(options: dict[str, Any], on_token: Callable[[int], None] | None, num_prompts: int) -> None:
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        key = unknown[0]
+        raise ValueError(f"{key}={options[key]!r} is not supported by the memory model's decoding "
+                         "(memorag/runtime/decode_loop.py runs every decoding); it takes do_sample, temperature, "
+                         f"top_p, seed, on_token and {', '.join(OPTIONS)}: leave {key} out")
+    if num_prompts > 1 and (on_token is not None or any(options.get(key) is not None for key in ONE_SEQUENCE)):
+        raise ValueError("on_token, logits_processor and stopping_criteria watch one sequence (on_token streams "
+                         "one sequence); decode the prompts one by one, or pass a streamer")
+
+
+def _streaming(streamer: Any, prompts: Sequence[Sequence[int]], pad: int) -> Callable[[list[int]], None]:
+    """transformers' streamer protocol: the prompts now (left-padded with `pad`), then each step's tokens
+    (the returned `on_step`); the caller calls `end`."""
+    width = max(len(ids) for ids in prompts)
+    streamer.put(torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in prompts]))
+    return lambda tokens: streamer.put(torch.tensor(tokens))
+
+
+def _request(key: int, prompt: Any, max_new_tokens: int, on_token: Callable[[int], None] | None,
+             options: dict[str, Any]) -> Request:
+    return Request(key, prompt, max_new_tokens, int(options.get("min_new_tokens") or 0), on_token,
+                   _callables(options.get("logits_processor")), _callables(options.get("stopping_criteria")))
+
+
+def _callables(value: Any) -> tuple:
+    """transformers' processor or criteria lists are callables over the whole list; None is none."""
+    return () if value is None else (value,) if callable(value) else tuple(value)

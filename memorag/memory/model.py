@@ -15,6 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from memorag.prompting.chat_layout import prompt_ids
+from memorag.runtime.decode_loop import Sampling
 from memorag.runtime.stop_tokens import stop_token_ids
 
 from .checkpoint import save_memory_weights
@@ -34,7 +35,7 @@ class MemoryModel(MemoryCore):
     """A frozen causal LM plus memory parameters; see `from_pretrained`."""
 
     # Set by a server that decodes many requests together (memorag.serve.batching.Batcher): greedy
-    # decodings go to its "memory" batch (`memorag.memory.batch_rows.MemoryRows`) instead of `decode`.
+    # decodings go to its "memory" batch (`memorag.memory.decoding.MemoryRows`) instead of `decode`.
     batcher = None
 
     # -- construction -------------------------------------------------------------------
@@ -137,11 +138,14 @@ class MemoryModel(MemoryCore):
         on_token: Callable[[int], None] | None = None,
         **generate_kwargs,
     ) -> list[int]:
-        """Token ids generated after `memory` (unchanged) and `prompt` (text or ids), by transformers'
-        `generate` (memory/decoding.py): greedy by default; `do_sample` with `temperature` and
-        `top_p`, reproducible with `seed`; `on_token` is called with each new token. Any other
-        `generate` option passes through (`top_k`, `repetition_penalty`, `stopping_criteria`,
-        `logits_processor`, `streamer`, ...); beam search is not supported."""
+        """Token ids generated after `memory` (unchanged) and `prompt` (text or ids), by the one decode
+        loop (memorag/runtime/decode_loop.py, driven by memory/decoding.py): greedy by default; `do_sample` with `temperature` and
+        `top_p`, reproducible with `seed` (a `torch.Generator` of its own: the global random state is
+        neither read nor changed); `on_token` is called with each new token. Other options, with
+        transformers' names and meanings: `top_k`, `repetition_penalty`, `min_new_tokens`, `stop_strings`
+        (the reply ends with the token that completes one), `streamer` (the prompts, then each step's
+        chosen tokens), and for one prompt `logits_processor` and `stopping_criteria`; any other (beam
+        search among them) is refused by name."""
         return self.generate_ids_batch([prompt], memory, max_new_tokens, do_sample, temperature, top_p, seed,
                                        on_token, **generate_kwargs)[0]
 
@@ -163,8 +167,8 @@ class MemoryModel(MemoryCore):
         prompt reads the memory and its own tokens as alone (`PackedStepRows`, memory/attention.py); with `exact` (the
         default) its linear layers also round as alone, so greedy replies equal the one-by-one
         ones token for token; `exact=False` shares the matrix products (faster where a lone row's
-        kernel is slow; a reply can then differ where two tokens tie). A sampled batch draws its
-        random numbers in another order than one-by-one calls do."""
+        kernel is slow; a reply can then differ where two tokens tie). In a sampled batch the i-th
+        prompt draws from a generator seeded with `seed + i`, so the first equals its lone call."""
         if isinstance(prompts, str) or not prompts:
             raise ValueError("give a list of prompts (text or token ids), at least one")
         ids_per_prompt = [self.prompt_ids(prompt, memory) for prompt in prompts]
@@ -172,9 +176,8 @@ class MemoryModel(MemoryCore):
             raise ValueError("the prompt is empty")
         if self.batcher is not None and not (do_sample and temperature > 0) and not generate_kwargs:
             return self.batcher.decode("memory", [(ids, memory) for ids in ids_per_prompt], max_new_tokens, on_token)
-        ratios = [memory.ratio if memory is not None else self.choose_ratio(len(ids)) for ids in ids_per_prompt]
-        return decode(self, ids_per_prompt, memory, ratios, max_new_tokens, do_sample, temperature, top_p, seed, on_token,
-                      generate_kwargs, exact=exact)
+        return decode(self, ids_per_prompt, memory, max_new_tokens, Sampling(do_sample, temperature, top_p, seed=seed),
+                      on_token, generate_kwargs, exact=exact)
 
     def generate(self, prompt, memory: Memory | None = None, max_new_tokens: int = 128, **kwargs) -> str:
         """Continue from `memory` (never changed; one memory serves many prompts) and `prompt`; takes

@@ -2,7 +2,7 @@
 
 A job that reaches a greedy decoding (an answer of the local generator, the memory model's
 clues or answer) calls `Batcher.decode` on its own thread: its prompts are queued for the
-batch of their model (`DecodeBatch`, memorag/generation/batched.py), the job lets go of the
+batch of their model (`DecodeBatch`, the one decode loop of memorag/runtime/decode_loop.py), the job lets go of the
 models (`ModelWorker.models`) and waits. The batcher's thread takes the models for one step
 at a time: it prefills the prompts that joined, then gives every running prompt its next
 token in one forward pass, and lets go again, so the other jobs' model work (retrieval,
@@ -27,9 +27,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memorag.generation.batched import DecodeBatch, LanguageModelRows
+from memorag.generation.batched import LanguageModelRows
 from memorag.generation.local import LocalGenerator
-from memorag.memory.batch_rows import MemoryRows
+from memorag.memory.decoding import MemoryRows
+from memorag.runtime.decode_loop import DecodeBatch, Sampling, Stops
 from memorag.runtime.stop_tokens import stop_token_ids
 from memorag.serve.worker import Job, ModelWorker
 
@@ -211,11 +212,11 @@ class Batcher:
 def decode_in_batches(worker: ModelWorker, memory_model, generator) -> Batcher:
     """A batcher for the memory model's decodings and, when it is a local one, the generator's; both
     models send their greedy decodings to it until `Batcher.stop`."""
-    batches = {"memory": DecodeBatch(MemoryRows(memory_model), memory_model.stop_ids())}
+    batches = {"memory": DecodeBatch(MemoryRows(memory_model, "shared"), Stops.of(memory_model.stop_ids()))}
     if isinstance(generator, LocalGenerator):
         batches["generator"] = DecodeBatch(LanguageModelRows(generator.model),
-                                           stop_token_ids(generator.tokenizer, generator.model),
-                                           generator.repetition_penalty)
+                                           Stops.of(stop_token_ids(generator.tokenizer, generator.model)),
+                                           Sampling(repetition_penalty=generator.repetition_penalty))
     batcher = Batcher(worker, batches)
     for model in (memory_model, generator) if "generator" in batches else (memory_model,):
         model.batcher = batcher

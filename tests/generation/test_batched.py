@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from memorag.generation.base import GeneratorError
-from memorag.generation.batched import DecodeBatch, LanguageModelRows
-from memorag.memory.batch_rows import MemoryRows
+from memorag.generation.batched import LanguageModelRows
+from memorag.memory.decoding import MemoryRows
+from memorag.runtime.decode_loop import DecodeBatch, Sampling, Stops
 from tests.memory.conftest import random_ids, tiny_base, tiny_memory_model
 
 STOP = 1  # the tiny models' eos token
@@ -38,7 +39,7 @@ def test_prompts_joining_at_different_steps_get_the_tokens_they_get_alone(family
     assert len({len(prompt) for prompt in batch_prompts}) > 1 and any(len(ids) >= 8 for ids in expected)
     if penalty != 1.0:  # the penalty changes what greedy decoding picks
         assert expected != [alone(model, prompt, budget) for prompt, budget in zip(batch_prompts, budgets)]
-    batch, got = DecodeBatch(LanguageModelRows(model), [STOP], penalty), {}
+    batch, got = DecodeBatch(LanguageModelRows(model), Stops.of([STOP]), Sampling(repetition_penalty=penalty)), {}
     for step in range(40):
         for index in joins.get(step, []):
             batch.join(index, batch_prompts[index], budgets[index])
@@ -50,7 +51,7 @@ def test_prompts_joining_at_different_steps_get_the_tokens_they_get_alone(family
 def test_a_prompt_that_leaves_leaves_the_others_exact():
     model = tiny_base("llama", seed=5)
     first, dropped, last = prompts(3, seed=2)
-    batch = DecodeBatch(LanguageModelRows(model), [STOP])
+    batch = DecodeBatch(LanguageModelRows(model), Stops.of([STOP]))
     batch.join("first", first, 10)
     batch.join("dropped", dropped, 10)
     batch.step()
@@ -64,13 +65,13 @@ def test_a_prompt_that_leaves_leaves_the_others_exact():
 
 
 def test_bad_joins_are_refused_with_the_reason():
-    batch = DecodeBatch(LanguageModelRows(tiny_base("llama", seed=5)), [STOP])
+    batch = DecodeBatch(LanguageModelRows(tiny_base("llama", seed=5)), Stops.of([STOP]))
     batch.join("a", [3, 4, 5], 4)
-    with pytest.raises(GeneratorError, match="already decoding"):
+    with pytest.raises(ValueError, match="already decoding"):  # the loop's own bookkeeping (memorag/runtime/decode_loop.py)
         batch.join("a", [3, 4], 4)
-    with pytest.raises(GeneratorError, match="at least one token"):
+    with pytest.raises(GeneratorError, match="at least one token"):  # the generator's rows
         batch.join("b", [], 4)
-    with pytest.raises(GeneratorError, match="no prompt with the key"):
+    with pytest.raises(ValueError, match="no prompt with the key"):
         batch.leave("c")
 
 
@@ -86,7 +87,7 @@ def test_memory_prompts_over_different_memories_get_the_tokens_they_get_alone(fa
                 for prompt, memory, budget in zip(batch_prompts, over, budgets)]
     assert any(len(ids) >= 7 for ids in expected)
     joins = {0: [0, 1], 1: [2], 3: [3, 4]}
-    batch, got = DecodeBatch(MemoryRows(model), model.stop_ids()), {}
+    batch, got = DecodeBatch(MemoryRows(model, "shared"), Stops.of(model.stop_ids())), {}
     for step in range(30):
         for index in joins.get(step, []):
             batch.join(index, (model.prompt_ids(batch_prompts[index], over[index]), over[index]), budgets[index])

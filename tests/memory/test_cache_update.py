@@ -1,10 +1,8 @@
 """The working cache's write path is `update`, with the signature and contract of transformers' `Cache.update`."""
 
-import pytest
 import torch
 
 from memorag.memory.cache import Allocation, MemoryCache
-from memorag.memory.decoding import MemoryKVCache
 from memorag.memory.schedule import ScheduleState
 
 
@@ -26,13 +24,3 @@ def test_update_appends_and_returns_the_rows_the_step_attends_over():
     assert keys[0, 0, :, 0].tolist() == [1.0, 1.0, 1.0, 2.0, 2.0]
     assert values[0, 0, :, 0].tolist() == [-1.0, -1.0, -1.0, -2.0, -2.0]
     assert cache.keys[1] is None  # another layer is untouched
-
-
-def test_the_decoding_cache_writes_one_sequence_through_its_cache_and_refuses_several():
-    one = MemoryKVCache([MemoryCache(1, _identity_rotate)], [lambda window: 4], stops=[0])
-    keys, _ = one.update(_states(2, 3.0), _states(2, 3.0), 0)
-    assert keys.shape == (1, 2, 2, 4)
-    two = MemoryKVCache([MemoryCache(1, _identity_rotate), MemoryCache(1, _identity_rotate)],
-                        [lambda window: 4] * 2, stops=[0])
-    with pytest.raises(ValueError, match="each a MemoryCache of its own length"):
-        two.update(_states(2, 3.0), _states(2, 3.0), 0)

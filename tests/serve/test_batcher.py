@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from memorag.generation.batched import DecodeBatch
+from memorag.runtime.decode_loop import DecodeBatch, Stops
 from memorag.serve.batching import Batcher
 from memorag.serve.turns import CorpusAccess, TurnLock
 from memorag.serve.worker import JobCancelled, ModelWorker
@@ -30,14 +30,14 @@ class FakeCountingRows:
     def _logits(self, tokens: list[int]) -> torch.Tensor:
         return torch.nn.functional.one_hot(torch.tensor(tokens) % VOCAB, VOCAB).float()
 
-    def add(self, prompt, max_new_tokens):
-        self.last.append(prompt[0])
-        return self._logits([prompt[0]])[0]
+    def prefill(self, prompts, max_new_tokens):
+        self.last += [prompt[0] for prompt in prompts]
+        return self._logits([prompt[0] for prompt in prompts])
 
     def remove(self, index):
         self.last.pop(index)
 
-    def advance(self, tokens):
+    def decode_step(self, tokens):
         time.sleep(self.delay)
         self.last = [token + 1 for token in tokens]
         return self._logits(self.last)
@@ -55,7 +55,7 @@ def run_jobs(worker: ModelWorker, calls):
 
 def test_a_cancelled_job_leaves_the_batch_and_the_others_get_all_their_tokens():
     worker = ModelWorker(batch_size=3)
-    batcher = Batcher(worker, {"fake": DecodeBatch(FakeCountingRows(), stop_ids=[])})
+    batcher = Batcher(worker, {"fake": DecodeBatch(FakeCountingRows(), Stops())})
     try:
         def decoding(start: int, cancel_after: int | None):
             def call():
@@ -83,7 +83,7 @@ def test_a_cancelled_job_leaves_the_batch_and_the_others_get_all_their_tokens():
 
 def test_a_job_past_its_time_limit_is_stopped_while_its_tokens_decode():
     worker = ModelWorker(time_limit=0.3, batch_size=2)
-    batcher = Batcher(worker, {"fake": DecodeBatch(FakeCountingRows(delay=0.05), stop_ids=[])})
+    batcher = Batcher(worker, {"fake": DecodeBatch(FakeCountingRows(delay=0.05), Stops())})
     try:
         started = time.monotonic()
         results, _ = run_jobs(worker, [lambda: batcher.decode("fake", [[1]], 1000)])
@@ -97,7 +97,7 @@ def test_a_job_past_its_time_limit_is_stopped_while_its_tokens_decode():
 
 def test_stop_tokens_and_budgets_end_rows_and_several_prompts_of_one_job_decode_together():
     worker = ModelWorker(batch_size=1)
-    batcher = Batcher(worker, {"fake": DecodeBatch(FakeCountingRows(delay=0), stop_ids=[7])})
+    batcher = Batcher(worker, {"fake": DecodeBatch(FakeCountingRows(delay=0), Stops.of([7]))})
     try:
         results, _ = run_jobs(worker, [lambda: batcher.decode("fake", [[3], [10], [40]], 5)])
     finally:
