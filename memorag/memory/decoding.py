@@ -52,12 +52,7 @@ def prefill(model: MemoryCore, caches: Sequence[MemoryCache], token_ids: Sequenc
             ratio_of: Sequence[RatioOf], plan: BatchPlan) -> torch.Tensor:
     """Read each prompt `token_ids[i]` [1, n_i] into `caches[i]` as window steps; the logits of each one's
     last row [n, V]."""
-    if plan == "alone":
-        last = [model.read_tokens_batch([ids], [cache], [ratio], "window")[0]
-                for ids, cache, ratio in zip(token_ids, caches, ratio_of, strict=True)]
-    else:
-        last = model.read_tokens_batch(token_ids, caches, ratio_of, "window", exact=plan == "exact")
-    return next_token_logits(model, last, plan)
+    return _read(model, caches, token_ids, ratio_of, plan, "window")
 
 
 def decode_step(model: MemoryCore, caches: Sequence[MemoryCache], tokens: Sequence[int],
@@ -65,11 +60,17 @@ def decode_step(model: MemoryCore, caches: Sequence[MemoryCache], tokens: Sequen
     """Read `tokens[i]` into `caches[i]` as a decoding step (every sequence in one step, or each alone);
     the next-token logits [n, V]."""
     ids = [torch.tensor([[token]], dtype=torch.long, device=model.device) for token in tokens]
+    return _read(model, caches, ids, ratio_of, plan, "decode")
+
+
+def _read(model: MemoryCore, caches: Sequence[MemoryCache], token_ids: Sequence[torch.Tensor],
+          ratio_of: Sequence[RatioOf], plan: BatchPlan, kind: str) -> torch.Tensor:
+    """`token_ids[i]` read into `caches[i]` as `kind` steps, under `plan`; the next-token logits [n, V]."""
     if plan == "alone":
-        last = [model.read_tokens_batch([row], [cache], [ratio], "decode")[0]
-                for row, cache, ratio in zip(ids, caches, ratio_of, strict=True)]
+        last = [model.read_tokens_batch([ids], [cache], [ratio], kind)[0]
+                for ids, cache, ratio in zip(token_ids, caches, ratio_of, strict=True)]
     else:
-        last = model.read_tokens_batch(ids, caches, ratio_of, "decode", exact=plan == "exact")
+        last = model.read_tokens_batch(token_ids, caches, ratio_of, kind, exact=plan == "exact")
     return next_token_logits(model, last, plan)
 
 
