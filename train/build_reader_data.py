@@ -4,6 +4,7 @@
     python train/build_reader_data.py --hotpotqa 40 --squad 20 --out small.jsonl
     python train/build_reader_data.py --out part.jsonl pipeline.evidence_tokens=2048
     python train/build_reader_data.py --answer-forms sentence --seed 1 --out cli.jsonl   # the CLI's prompt
+    python train/build_reader_data.py --hotpotqa 0 --squad 100 --squad-answerable unanswerable --out unans.jsonl
 
 HotpotQA dev rows 0..4,999 and the SQuAD v2 dev articles of the first half of the file
 (memorag/training/reader_data.py); the held-out rows and articles are never read. Pipeline settings
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from memorag.config import apply_overrides, config_from_dict, config_to_dict
+from memorag.evaluation.datasets.squad import SQUAD_ANSWERABLE_CHOICES
 from memorag.pipeline.types import PipelineConfig
 from memorag.storage.io import atomic_write_text
 from memorag.training.reader_data import (
@@ -37,6 +39,9 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="the JSONL to write")
     parser.add_argument("--hotpotqa", type=int, default=2000, help="HotpotQA questions (of rows 0..4,999)")
     parser.add_argument("--squad", type=int, default=1000, help="SQuAD v2 questions (of the tuning articles)")
+    parser.add_argument("--squad-answerable", choices=SQUAD_ANSWERABLE_CHOICES, default="all",
+                        help="which SQuAD questions: all (about half unanswerable, default), answerable or "
+                             "unanswerable (build the two apart to set the share of the fixed reply)")
     parser.add_argument("--context-tokens", type=int, default=4096, help="each question's long context")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--answer-forms", nargs="+", choices=FORMS, default=["benchmark"],
@@ -54,7 +59,8 @@ def main() -> int:
     models = ReaderModels.load(pipeline)
     tokenizer = models.memory_model.tokenizer
     groups = [tuning_examples("hotpotqa", args.hotpotqa, args.context_tokens, args.seed, tokenizer) if args.hotpotqa else [],
-              tuning_examples("squad", args.squad, args.context_tokens, args.seed, tokenizer) if args.squad else []]
+              tuning_examples("squad", args.squad, args.context_tokens, args.seed, tokenizer,
+                              squad_answerable=args.squad_answerable) if args.squad else []]
     examples = interleave(groups, args.seed)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -141,12 +141,15 @@ def reader_record(models: ReaderModels, pipeline: PipelineConfig, example: Any, 
             "passages": len(answer.evidence)}
 
 
-def tuning_examples(source: str, count: int, context_tokens: int, seed: int, tokenizer: Any) -> list[Any]:
-    """`count` examples of `source` from its tuning split only, with long contexts of `context_tokens`."""
+def tuning_examples(source: str, count: int, context_tokens: int, seed: int, tokenizer: Any,
+                    squad_answerable: str = "all") -> list[Any]:
+    """`count` examples of `source` from its tuning split only, with long contexts of `context_tokens`;
+    SQuAD's drawn among its `squad_answerable` questions ("all", "answerable" or "unanswerable": SQuAD v2's
+    dev file is half unanswerable, and drawing the two apart sets the share of the fixed reply)."""
     if source == "hotpotqa":
         return hotpotqa_long_context(count, context_tokens, seed=seed, tokenizer=tokenizer, split="train")
     if source == "squad":
-        return squad_long_context(count, context_tokens, seed=seed, tokenizer=tokenizer, answerable="all",
+        return squad_long_context(count, context_tokens, seed=seed, tokenizer=tokenizer, answerable=squad_answerable,
                                   split="train")
     raise ValueError(f"source {source!r}; choose from {', '.join(SOURCES)}")
 

@@ -16,6 +16,7 @@ from memorag.training.reader_data import (
     ReaderModels,
     reader_record,
     reader_target,
+    tuning_examples,
 )
 from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, make_rag, tiny_model, topic
 
@@ -109,3 +110,11 @@ def test_squad_is_split_by_article_and_the_harness_draws_from_the_held_out_half(
     assert {document.title for document in corpus.documents} <= held_titles
     with pytest.raises(ValueError, match="split="):
         squad_split_articles(35, "dev")
+
+
+def test_squad_answerable_and_unanswerable_questions_are_drawn_apart_from_the_tuning_half():
+    answerable = tuning_examples("squad", 6, 1024, 0, None, squad_answerable="answerable")
+    unanswerable = tuning_examples("squad", 6, 1024, 0, None, squad_answerable="unanswerable")
+    assert all(example.answers for example in answerable)
+    assert not any(example.answers for example in unanswerable)
+    assert all(example.meta["split"] == "train" for example in answerable + unanswerable)
