@@ -38,6 +38,9 @@ QUESTION = "Who wrote the manual for the ASN.1 library?"
     (NO_ANSWER_REPLY, DECLINES),
     ("The text does not say who wrote it.", DECLINES),
     ("Not mentioned in the evidence.", DECLINES),
+    ("Not enough evidence.", DECLINES),  # the embedded reader's variant of its fixed reply
+    ("Insufficient information to say.", DECLINES),
+    ("Enough evidence says Ada wrote it.", None),
     ("Written by Ada; the text does not say when.", None),  # an answer, then a hedge: an answer
     ("A", None),  # a label word alone, with no echo beside it, is an answer (a choice)
     ("Ada", None),

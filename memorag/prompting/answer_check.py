@@ -4,8 +4,8 @@
 
 - ``EMPTY``: nothing is left once punctuation and whitespace are gone;
 - ``DECLINES``: the reply says the evidence does not hold the answer, or refuses ("Not in the evidence.",
-  `NO_ANSWER_REPLY`, the one reply a reader trained by ``train/reader.py`` gives; "I don't know.";
-  "The text does not say."). Only a reply that opens so counts: a reply that answers after a hedge
+  `NO_ANSWER_REPLY`, the one reply a reader trained by ``train/reader.py`` gives; "Not enough evidence.";
+  "I don't know."; "The text does not say."). Only a reply that opens so counts: a reply that answers after a hedge
   is an answer;
 - ``REPEATS_QUESTION``: the reply says nothing the question did not. Replies are compared by their
   meaning words (`meaning_words`): contractions spelled out ("What's" is "what is"), case, punctuation
@@ -77,6 +77,7 @@ _DECLINE_OPENINGS = re.compile(
     + rf"not (?:in|found in|mentioned in|stated in|given in|provided in|specified in|answered (?:in|by)) the {_WHERE}"
     + rf"|(?:the|this|that|these|my) {_WHERE} (?:does|do|did) not {_SAY}"
     + r"|there is no (?:information|mention|answer|evidence|data)"
+    + rf"|(?:there is )?(?:not enough|insufficient) {_WHERE}"
     + r"|(?:i|we) (?:do not|cannot|can not|could not|am not able to|am unable to|are unable to) "
       r"(?:know|say|tell|answer|find|determine|be sure)"
     + r"|no answer|unanswerable|cannot be (?:answered|determined)|it cannot be (?:answered|determined)"

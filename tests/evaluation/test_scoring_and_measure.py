@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import sys
 
 import pytest
@@ -75,9 +76,12 @@ def test_peak_memory_is_per_stage():
         pytest.skip("this kernel does not let the process reset its peak RSS")
     stats: dict[str, float] = {}
     with peak.stage(stats, "big"):
-        block = bytearray(64 * 2**20)
-        block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page
-        del block
+        # Pages of their own from the kernel: a bytearray may reuse freed pages the process still holds
+        # (after many tests), and then its peak would not rise.
+        block = mmap.mmap(-1, 64 * 2**20)
+        for offset in range(0, len(block), 4096):
+            block[offset] = 1  # touch every page
+        block.close()
     with peak.stage(stats, "small"):
         pass
     assert stats["big_rss_mb"] >= stats["small_rss_mb"] + 48
