@@ -4,9 +4,9 @@
 
 - ``EMPTY``: nothing is left once punctuation and whitespace are gone;
 - ``DECLINES``: the reply says the evidence does not hold the answer, or refuses ("Not in the evidence.",
-  `NO_ANSWER_REPLY`, the one reply a reader trained by ``train/reader.py`` gives; "Not enough evidence.";
-  "I don't know."; "The text does not say."). Only a reply that opens so counts: a reply that answers after a hedge
-  is an answer;
+  `NO_ANSWER_REPLY`, the one reply a reader trained by ``train/reader.py`` gives; "Not enough
+  evidence."; "I don't know."; "The text does not say."). Only a reply that opens so counts: a reply
+  that answers after a hedge is an answer;
 - ``REPEATS_QUESTION``: the reply says nothing the question did not. Replies are compared by their
   meaning words (`meaning_words`): contractions spelled out ("What's" is "what is"), case, punctuation
   and word order ignored, function words (articles, auxiliaries, question words, "used to") left out
