@@ -7,7 +7,7 @@ from memorag.runtime.placement import Placement
 from .base import Generator, GeneratorError
 from .local import LocalGenerator
 from .openai import OpenAIGenerator
-from .reader_adapter import merge_adapter, reader_name, shared_copy
+from .reader_adapter import merge_adapter, reader_name, shared_copy, tuned_refusal_margin
 
 # Names meaning "the memory model's own base model".
 SHARED_NAMES = frozenset({"memory", "memory-model", "shared"})
@@ -82,20 +82,29 @@ _QUANTIZED = ("the embedded reader adapter merges into full-precision weights, a
 
 def _shared_reader(memory_model, local_kwargs: dict) -> LocalGenerator:
     """The reader over the embedded memory model's base: its tensors but the adapted projections."""
-    from memorag.runtime.embedded import EMBEDDED_READER, SHIPPED_READER_DIR
+    from memorag.runtime.embedded import SHIPPED_READER_DIR
 
     if getattr(memory_model.base_model.config, "quantization_config", None) is not None:
         raise GeneratorError(_QUANTIZED.format(what="the memory model"))
-    model = merge_adapter(shared_copy(memory_model), SHIPPED_READER_DIR)
-    return LocalGenerator(model, memory_model.tokenizer, name=reader_name(EMBEDDED_READER, SHIPPED_READER_DIR),
-                          shared=True, **local_kwargs)
+    return _reader(merge_adapter(shared_copy(memory_model), SHIPPED_READER_DIR), memory_model.tokenizer,
+                   local_kwargs, shared=True)
 
 
 def _own_reader(generator: LocalGenerator, placement: Placement, local_kwargs: dict) -> LocalGenerator:
     """The reader over an embedded LM loaded for the generator alone (the memory model is another)."""
-    from memorag.runtime.embedded import EMBEDDED_READER, SHIPPED_READER_DIR
+    from memorag.runtime.embedded import SHIPPED_READER_DIR
 
     if placement.quantize:
         raise GeneratorError(_QUANTIZED.format(what="the generator"))
-    return LocalGenerator(merge_adapter(generator.model, SHIPPED_READER_DIR), generator.tokenizer,
-                          name=reader_name(EMBEDDED_READER, SHIPPED_READER_DIR), **local_kwargs)
+    return _reader(merge_adapter(generator.model, SHIPPED_READER_DIR), generator.tokenizer, local_kwargs)
+
+
+def _reader(model, tokenizer, local_kwargs: dict, shared: bool = False) -> LocalGenerator:
+    """The shipped reader over `model` (its adapter merged), with the adapter's tuned refusal margin unless
+    `local_kwargs` names one; its name says the adapter (its hash) and the margin, so records of two never mix."""
+    from memorag.runtime.embedded import EMBEDDED_READER, SHIPPED_READER_DIR
+
+    margin = local_kwargs.get("refusal_margin")
+    margin = tuned_refusal_margin(SHIPPED_READER_DIR) if margin is None else margin
+    name = reader_name(EMBEDDED_READER, SHIPPED_READER_DIR) + (f"-margin{margin:g}" if margin else "")
+    return LocalGenerator(model, tokenizer, name=name, shared=shared, **{**local_kwargs, "refusal_margin": margin})

@@ -42,10 +42,30 @@ class _StreamerAdapter:
         pass
 
 
+class _OpeningBias:
+    """The sampling's `opening_bias` as a transformers logits processor: applied to the first new token only."""
+
+    def __init__(self, prompt_length: int, sampling: Sampling):
+        self.prompt_length, self.sampling = prompt_length, sampling
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[1] != self.prompt_length:
+            return scores
+        for token, amount in self.sampling.opening_bias:
+            scores[:, token] += amount
+        return scores
+
+
 class LocalGenerator(Generator):
     """Greedy (or sampled) generation through the one decode loop (a model of the memory model's
     families; any other through `model.generate`), through the chat template when the tokenizer has
-    one, else the plain prompt (system text first)."""
+    one, else the plain prompt (system text first).
+
+    `refusal_margin` (0: none) is subtracted from the score of the first token of `NO_ANSWER_REPLY`, the
+    reply a reader trained by `train/reader.py` gives when its evidence lacks the answer, when a reply's
+    first token is chosen: the reply is then given only where the model prefers it to every answer by
+    that margin (in logits). It is tuned on rows we may tune on, as SQuAD v2 systems tune their
+    no-answer threshold (docs/training.md, "The reader")."""
 
     def __init__(
         self,
@@ -58,6 +78,7 @@ class LocalGenerator(Generator):
         temperature: float = 1.0,
         top_p: float = 1.0,
         repetition_penalty: float = 1.0,
+        refusal_margin: float = 0.0,
     ):
         if tokenizer is None:
             raise GeneratorError("a local generator needs the model's tokenizer")
@@ -67,12 +88,15 @@ class LocalGenerator(Generator):
             raise GeneratorError(f"temperature={temperature} must be a finite number above 0 (do_sample=False: greedy)")
         if not 0 < top_p <= 1:
             raise GeneratorError(f"top_p={top_p} must be in (0, 1]")
+        if not 0 <= refusal_margin < float("inf"):
+            raise GeneratorError(f"refusal_margin={refusal_margin} must be a finite number, 0 or above (0: none)")
         self.model = model
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", "") or model.config.model_type
         self.shared = shared  # the weights belong to the memory model
         self.do_sample, self.temperature, self.top_p = do_sample, temperature, top_p
         self.repetition_penalty = repetition_penalty
+        self.refusal_margin = refusal_margin
         self.context_window = getattr(model.config, "max_position_embeddings", None)
         self.prefix_cache = PrefixCache(model)  # see `generate_with_prefix`
         self._prefix_key: tuple[str, str | None] | None = None
@@ -244,7 +268,18 @@ class LocalGenerator(Generator):
 
     def sampling(self) -> Sampling:
         """How this generator picks tokens, as the loop takes it."""
-        return Sampling(self.do_sample, self.temperature, self.top_p, repetition_penalty=self.repetition_penalty)
+        return Sampling(self.do_sample, self.temperature, self.top_p, repetition_penalty=self.repetition_penalty,
+                        opening_bias=self.opening_bias())
+
+    def opening_bias(self) -> tuple[tuple[int, float], ...]:
+        """The refusal margin as the loop applies it: minus the margin on the fixed reply's first token."""
+        return ((self.refusal_token(), -float(self.refusal_margin)),) if self.refusal_margin else ()
+
+    def refusal_token(self) -> int:
+        """The first token of `NO_ANSWER_REPLY` as this model writes it (as `train/reader.py` trains it)."""
+        from memorag.prompting.answer_check import NO_ANSWER_REPLY
+
+        return int(self.tokenizer(NO_ANSWER_REPLY, add_special_tokens=False)["input_ids"][0])
 
     def _transformers_generate(self, input_ids: torch.Tensor, max_new_tokens: int, stream: TextStream,
                                cache=None) -> list[int]:
@@ -253,6 +288,7 @@ class LocalGenerator(Generator):
         device = next(self.model.parameters()).device
         input_ids = input_ids.to(device)
         stops = self._stop_ids()
+        opening = _OpeningBias(input_ids.shape[1], self.sampling())
         config = GenerationConfig(
             max_new_tokens=max_new_tokens,
             do_sample=self.do_sample,
@@ -267,9 +303,11 @@ class LocalGenerator(Generator):
             attention_mask=torch.ones_like(input_ids),
             generation_config=config,
             streamer=_StreamerAdapter(stream),
+            logits_processor=[opening] if opening.sampling.opening_bias else None,
             **cache_kwargs(cache),
         )
         return [int(token) for token in output[0, input_ids.shape[1] :] if int(token) not in stops]
 
     def describe(self) -> dict:
-        return {**super().describe(), "shared_with_memory_model": self.shared}
+        described = {**super().describe(), "shared_with_memory_model": self.shared}
+        return {**described, "refusal_margin": self.refusal_margin} if self.refusal_margin else described

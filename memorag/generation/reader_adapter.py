@@ -22,6 +22,8 @@ from .base import GeneratorError
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
+# How the adapter's replies are decoded, tuned with it (its card says on what): {"refusal_margin": float}
+DECODING_CONFIG = "reader_decoding.json"
 
 
 def check_adapter_folder(folder: str | os.PathLike[str]) -> Path:
@@ -32,6 +34,22 @@ def check_adapter_folder(folder: str | os.PathLike[str]) -> Path:
         raise GeneratorError(f"the reader adapter folder {path} lacks {', '.join(missing)}; reinstall memorag "
                              "(the embedded reader ships in the package), or use --generator embedded-base")
     return path
+
+
+def tuned_refusal_margin(folder: str | os.PathLike[str]) -> float:
+    """The refusal margin tuned for the adapter in `folder` (`DECODING_CONFIG`), 0 where none was tuned."""
+    import json
+
+    path = Path(folder) / DECODING_CONFIG
+    if not path.is_file():
+        return 0.0
+    try:
+        margin = float(json.loads(path.read_text(encoding="utf-8"))["refusal_margin"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise GeneratorError(f"{path} is not a reader decoding config ({error}); reinstall memorag") from error
+    if not 0 <= margin < float("inf"):
+        raise GeneratorError(f"{path}: refusal_margin={margin} must be a finite number, 0 or above; reinstall memorag")
+    return margin
 
 
 def reader_name(base_name: str, folder: str | os.PathLike[str]) -> str:

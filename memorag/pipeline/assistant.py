@@ -182,12 +182,18 @@ class MemoRAG:
                 max_retries=self.config.max_retries,
                 context_window=self.config.generator_window,
                 tokenizer=self.tokenizer if is_endpoint(spec) else None,
-                **({} if is_endpoint(spec) else {"repetition_penalty": self.config.repetition_penalty}),
+                **({} if is_endpoint(spec) else self._local_generator_settings()),
                 placement=None if is_endpoint(spec) else self.placement,
             )
             if self.config.generator_window is not None:
                 self._generator.context_window = self.config.generator_window
         return self._generator
+
+    def _local_generator_settings(self) -> dict:
+        settings = {"repetition_penalty": self.config.repetition_penalty}
+        if self.config.refusal_margin is not None:
+            settings["refusal_margin"] = self.config.refusal_margin
+        return settings
 
     def check_models(self) -> None:
         """Fail now, before any long work, if a named model or its package cannot be found.

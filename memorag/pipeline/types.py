@@ -82,6 +82,9 @@ class PipelineConfig:
     timeout: float = 120.0
     max_retries: int = 3
     repetition_penalty: float = 1.1  # local generators; small models loop without it
+    # local generators: the margin (in logits) by which the fixed no-answer reply must lead every answer before it is
+    # given (memorag/generation/local.py); None: the generator's own, the embedded reader's tuned one, 0 for others
+    refusal_margin: float | None = None
     # where and in what precision the models run (memorag/runtime/placement.py; free to change between runs)
     device: str = "auto"  # auto: CUDA when present, else CPU; or cpu, cuda, cuda:N, mps
     dtype: str = "auto"  # auto: the checkpoint's own (memorag/runtime/cpu_dtype.py on the CPU; the embedder's float32)
@@ -180,6 +183,9 @@ class PipelineConfig:
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 raise ConfigError(f"{name}={value} must be a finite number above 0")
+        if self.refusal_margin is not None and not 0 <= self.refusal_margin < float("inf"):
+            raise ConfigError(f"refusal_margin={self.refusal_margin} must be a finite number, 0 or above (or None: "
+                              "the generator's own)")
         if self.max_retries < 0:
             raise ConfigError(f"max_retries={self.max_retries} must be 0 or more (0: no retries)")
         if self.generator_window is not None and self.generator_window < 1:

@@ -12,7 +12,9 @@ likeliest, the first of a tie) or drawn after a temperature, top-k and top-p, ea
 from a `torch.Generator` of its own (seeded from `seed` and its index in the call, so no
 global random state is read or changed); a repetition penalty applies to both, as
 transformers' `generate` applies it (every id the sequence has seen, the prompt's included,
-score divided by the penalty where positive and multiplied where negative). `Stops` says when a
+score divided by the penalty where positive and multiplied where negative), and so does an
+`opening_bias`, amounts added to a few ids' scores when a reply's first token is chosen (the
+reader's refusal margin, memorag/generation/local.py). `Stops` says when a
 reply ends: a stop token (never part of the reply), a stop string (the reply ends with the
 token that completes it) or the token budget. Nothing here knows of a model; the loop
 calls `choose_token` once per sequence per step.
@@ -45,6 +47,8 @@ class Sampling:
     top_k: int = 0
     repetition_penalty: float = 1.0
     seed: int | None = None
+    opening_bias: tuple[tuple[int, float], ...] = ()
+    """(token id, amount) pairs: each amount is added to that id's score when a reply's first token is chosen."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.temperature < math.inf:
@@ -55,6 +59,8 @@ class Sampling:
             raise ValueError(f"top_k={self.top_k} must be 0 (every token) or more")
         if not 0 < self.repetition_penalty < math.inf:
             raise ValueError(f"repetition_penalty={self.repetition_penalty} must be a finite number above 0")
+        if any(not math.isfinite(amount) for _, amount in self.opening_bias):
+            raise ValueError(f"opening_bias={self.opening_bias}: each amount must be a finite number")
 
     @property
     def greedy(self) -> bool:
@@ -105,17 +111,22 @@ class Stops:
 
 def choose_token(logits: torch.Tensor, sampling: Sampling, seen: torch.Tensor | None,
                  generator: torch.Generator | None, banned: Sequence[int] = (),
-                 processors: Sequence[LogitsProcessor] = ()) -> tuple[int, torch.Tensor]:
+                 processors: Sequence[LogitsProcessor] = (), opening: bool = False) -> tuple[int, torch.Tensor]:
     """The next token from one sequence's logits [V], in float32: the repetition penalty over `seen` [1, L]
-    (the ids so far; None: no penalty), `banned` ids made impossible (stop tokens before `min_new_tokens`),
-    `processors` called with (`seen`, scores), then greedy or a draw. Returns the token and the scores [1, V]
-    it was chosen from (before temperature and filtering)."""
+    (the ids so far; None: no penalty), the sampling's `opening_bias` when `opening` (the reply's first token),
+    `banned` ids made impossible (stop tokens before `min_new_tokens`), `processors` called with (`seen`,
+    scores), then greedy or a draw. Returns the token and the scores [1, V] it was chosen from (before
+    temperature and filtering)."""
     scores = logits.detach().to(torch.float32).reshape(1, -1)
     if sampling.repetition_penalty != 1.0 and seen is not None:
         index = seen.to(scores.device)
         picked = torch.gather(scores, 1, index)
         penalty = sampling.repetition_penalty
         scores = scores.scatter(1, index, torch.where(picked < 0, picked * penalty, picked / penalty))
+    if opening and sampling.opening_bias:
+        ids, amounts = zip(*sampling.opening_bias, strict=True)
+        scores = scores.index_add(1, torch.tensor(ids, device=scores.device),
+                                  torch.tensor([amounts], dtype=scores.dtype, device=scores.device))
     if banned:
         scores = scores.index_fill(1, torch.tensor(list(banned), device=scores.device), -math.inf)
     for processor in processors:
@@ -266,7 +277,8 @@ class DecodeBatch:
     def _choose(self, row: DecodeRow, logits: torch.Tensor) -> int:
         seen = torch.tensor([row.seen], dtype=torch.long) if row.seen is not None else None
         banned = sorted(self.stops.token_ids) if len(row.new_ids) < row.request.min_new_tokens else ()
-        token, row.scores = choose_token(logits, self.sampling, seen, row.generator, banned, row.request.processors)
+        token, row.scores = choose_token(logits, self.sampling, seen, row.generator, banned, row.request.processors,
+                                         opening=not row.new_ids)
         return token
 
     def _take(self, row: DecodeRow) -> bool:

@@ -30,7 +30,7 @@ from typing import Any
 from memorag.generation.batched import LanguageModelRows
 from memorag.generation.local import LocalGenerator
 from memorag.memory.decoding import MemoryRows
-from memorag.runtime.decode_loop import DecodeBatch, Sampling, Stops
+from memorag.runtime.decode_loop import DecodeBatch, Stops
 from memorag.runtime.stop_tokens import stop_token_ids
 from memorag.serve.worker import Job, ModelWorker
 
@@ -216,7 +216,7 @@ def decode_in_batches(worker: ModelWorker, memory_model, generator) -> Batcher:
     if isinstance(generator, LocalGenerator):
         batches["generator"] = DecodeBatch(LanguageModelRows(generator.model),
                                            Stops.of(stop_token_ids(generator.tokenizer, generator.model)),
-                                           Sampling(repetition_penalty=generator.repetition_penalty))
+                                           generator.sampling())
     batcher = Batcher(worker, batches)
     for model in (memory_model, generator) if "generator" in batches else (memory_model,):
         model.batcher = batcher

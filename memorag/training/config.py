@@ -334,7 +334,8 @@ class AdapterSection:
     dropout: float = 0.0
     """Dropout on the adapter's input while training (0: none, and no random draws)."""
     target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
-    """The base's linear layers (module names) that get an adapter: the attention projections."""
+    """The base's linear layers (module names) that get an adapter: the attention projections by default; the MLP's
+    (gate_proj, up_proj, down_proj) too adapt every linear layer of a block."""
     layers: list[int] | None = None
     """The decoder layers (indices) whose projections get an adapter; null: every layer. The backward pass
     stops at the lowest one, so adapting the top layers only costs less per step."""

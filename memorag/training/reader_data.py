@@ -134,7 +134,8 @@ def reader_record(models: ReaderModels, pipeline: PipelineConfig, example: Any, 
     if form_kind == "sentence" and not target.endswith((".", "!", "?")):
         target += "."
     return {"prompt": sent.prompt, "system": sent.system, "target": target, "why": why,
-            "task": example.task, "id": example.id, "answer_prompt": form.name, "order": order,
+            "task": example.task, "id": example.id, "question": example.question, "metric": example.metric,
+            "answer_prompt": form.name, "order": order,
             "row": example.meta.get("row"), "article": example.meta.get("article"),
             "answers": list(example.answers), "prompt_tokens": sent.count,
             "evidence_tokens": sum(item.num_tokens for item in answer.evidence),

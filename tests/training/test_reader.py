@@ -133,4 +133,5 @@ def test_a_config_of_another_stage_is_refused_by_the_reader_script(capsys):
 def test_the_shipped_reader_config_loads_and_names_the_embedded_base():
     cfg = load_config(TrainConfig, ROOT / "configs" / "reader" / "embedded.yaml")
     assert cfg.stage == "reader" and cfg.model.base == "embedded" and cfg.checkpoint.keep_last >= 1
-    assert set(cfg.adapter.target_modules) <= {"q_proj", "k_proj", "v_proj", "o_proj"}
+    assert set(cfg.adapter.target_modules) <= {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                               "down_proj"}
