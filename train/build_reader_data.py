@@ -5,6 +5,7 @@
     python train/build_reader_data.py --out part.jsonl pipeline.evidence_tokens=2048
     python train/build_reader_data.py --answer-forms sentence --seed 1 --out cli.jsonl   # the CLI's prompt
     python train/build_reader_data.py --hotpotqa 0 --squad 100 --squad-answerable unanswerable --out unans.jsonl
+    python train/build_reader_data.py --twins --out paired.jsonl   # each answered sample and its answerless twin
 
 HotpotQA dev rows 0..4,999 and the SQuAD v2 dev articles of the first half of the file
 (memorag/training/reader_data.py); the held-out rows and articles are never read. Pipeline settings
@@ -47,6 +48,9 @@ def main() -> int:
     parser.add_argument("--answer-forms", nargs="+", choices=FORMS, default=["benchmark"],
                         help="the answer prompts asked under, one drawn per question: the task's benchmark form "
                              "(default) and/or the CLI's sentence form")
+    parser.add_argument("--twins", action="store_true",
+                        help="after each sample whose target is the answer, its twin: the same question over its "
+                             "context with the paragraphs holding the answer taken out (target: the fixed reply)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("overrides", nargs="*", metavar="pipeline.KEY=VALUE")
     args = parser.parse_args()
@@ -69,13 +73,13 @@ def main() -> int:
         def write(record):
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         reasons = build_reader_records(models, pipeline, examples, write, args.seed, forms=args.answer_forms,
-                                       progress=not args.no_progress)
+                                       progress=not args.no_progress, twins=args.twins)
     partial.replace(out)
-    stats = {"command": " ".join(["python train/build_reader_data.py", *sys.argv[1:]]), "examples": len(examples), "targets": dict(sorted(reasons.items())), "pipeline": config_to_dict(pipeline),
+    stats = {"command": " ".join(["python train/build_reader_data.py", *sys.argv[1:]]), "examples": len(examples), "samples": sum(reasons.values()), "targets": dict(sorted(reasons.items())), "pipeline": config_to_dict(pipeline),
              "hotpotqa": args.hotpotqa, "squad": args.squad, "context_tokens": args.context_tokens,
-             "seed": args.seed, "answer_forms": args.answer_forms, "build_s": round(time.perf_counter() - started, 1)}
+             "seed": args.seed, "answer_forms": args.answer_forms, "twins": args.twins, "build_s": round(time.perf_counter() - started, 1)}
     atomic_write_text(out.with_name(out.name + ".stats.json"), json.dumps(stats, indent=1) + "\n")
-    print(json.dumps(stats["targets"]), f"{len(examples)} samples in {stats['build_s']} s -> {out}")
+    print(json.dumps(stats["targets"]), f"{stats['samples']} samples of {len(examples)} questions in {stats['build_s']} s -> {out}")
     return 0
 
 

@@ -18,6 +18,12 @@ Targets are what the benchmarks score, a short span: the answer when the evidenc
 `NO_ANSWER_REPLY`. HotpotQA: a bridge question's answer must appear in the passages; a comparison
 or yes/no question needs every supporting sentence there too (its answer may stand in the
 question). SQuAD: one of its answers appears; an unanswerable question always gets the reply.
+
+Twins (`twins=True`): for each sample whose target is the answer, a second sample of the same question,
+form and order, asked over the same context with every paragraph that holds the answer or a supporting
+sentence taken out (`without_answer`), so the evidence the pipeline retrieves cannot hold it and the target is
+the fixed reply. The two differ only in their evidence: whether to reply with the span or the fixed reply
+can then be learned from the evidence alone, not from the kind of question.
 """
 
 from __future__ import annotations
@@ -98,6 +104,20 @@ def reader_target(example: Any, evidence_text: str) -> tuple[str, str]:
     return (found[0], "answer") if found else (NO_ANSWER_REPLY, "not in evidence")
 
 
+def without_answer(example: Any) -> Any:
+    """`example` with every blank-line-separated paragraph of its context that holds one of its answers or
+    one of its supporting sentences taken out (a yes/no answer is matched through its supporting sentences
+    only); `None` where no paragraph was taken out or none is left."""
+    answers = [text for text in example.answers if normalize(text) not in ("yes", "no")]
+    support = [item["text"] for item in example.gold_evidence if item.get("kind") == "sentence"]
+    paragraphs = (example.context or "").split("\n\n")
+    kept = [paragraph for paragraph in paragraphs
+            if not any(_contains(normalize(paragraph), text) for text in [*answers, *support])]
+    if len(kept) == len(paragraphs) or not kept:
+        return None
+    return dataclasses.replace(example, context="\n\n".join(kept), documents=None)
+
+
 @dataclass
 class ReaderModels:
     """The models every question's pipeline shares: loaded once from the pipeline settings."""
@@ -164,9 +184,11 @@ def interleave(groups: Sequence[Sequence[Any]], seed: int) -> list[Any]:
 
 def build_reader_records(models: ReaderModels, pipeline: PipelineConfig, examples: Iterable[Any],
                          on_record: Callable[[dict[str, Any]], None], seed: int = 0,
-                         forms: Sequence[str] = ("benchmark",), progress: bool = False) -> Counter:
+                         forms: Sequence[str] = ("benchmark",), progress: bool = False,
+                         twins: bool = False) -> Counter:
     """A record per example (`on_record`), the order (and, of several `forms`, the answer prompt) drawn
-    per example by a seeded draw; what the targets were."""
+    per example by a seeded draw; with `twins`, after each record whose target is the answer, its twin
+    (`without_answer`, the same form and order, `"twin": true`); what the targets were."""
     from tqdm.auto import tqdm
 
     rng = random.Random(f"{seed}:reader-evidence-order")
@@ -179,4 +201,13 @@ def build_reader_records(models: ReaderModels, pipeline: PipelineConfig, example
         record["build_s"] = round(time.perf_counter() - started, 3)
         reasons[f"{record['task']}:{record['why']}"] += 1
         on_record(record)
+        twin = without_answer(example) if twins and record["why"] == "answer" else None
+        if twin is None:
+            continue
+        started = time.perf_counter()
+        order = record["order"]
+        twin_record = reader_record(models, pipeline, twin, order, form_kind)
+        twin_record.update(twin=True, build_s=round(time.perf_counter() - started, 3))
+        reasons[f"{twin_record['task']}:twin {twin_record['why']}"] += 1
+        on_record(twin_record)
     return reasons

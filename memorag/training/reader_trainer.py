@@ -136,10 +136,18 @@ class ReaderModel(nn.Module):
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
-        result = set_peft_model_state_dict(self.base_model, load_file(str(folder / ADAPTER_WEIGHTS)))
+        path = folder / ADAPTER_WEIGHTS
+        if not path.is_file():
+            raise TrainingInputError(f"{path} does not exist: name a folder an adapter was saved to (a run's final/ "
+                                     "or checkpoint-N/)")
+        result = set_peft_model_state_dict(self.base_model, load_file(str(path)))
         unexpected = list(getattr(result, "unexpected_keys", []) or [])
         if unexpected:
-            raise ValueError(f"{folder / ADAPTER_WEIGHTS} holds tensors this adapter does not have: {unexpected[:3]}")
+            raise ValueError(f"{path} holds tensors this adapter does not have: {unexpected[:3]}")
+        missing = [key for key in getattr(result, "missing_keys", []) or [] if "lora_" in key]
+        if missing:
+            raise ValueError(f"{path} lacks tensors this adapter has: {missing[:3]}; it was saved with another "
+                             "rank, projections or layers: set adapter.* as it was")
 
 
 class ReaderBatches(SFTBatches):
@@ -182,6 +190,8 @@ class ReaderTrainer(Trainer):
         if cfg.model.gradient_checkpointing:
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.reader_model = ReaderModel(base, tokenizer, cfg.adapter, base_name=_base_name(cfg.model))
+        if cfg.adapter.init_from is not None:
+            self.reader_model.load_adapter(Path(cfg.adapter.init_from))
         return self.reader_model
 
     def _trainable_parameters(self, model: ReaderModel) -> dict[str, nn.Parameter]:

@@ -35,6 +35,7 @@ class SampleReplies:
     gap: float
     free: str  # the reply with no margin
     forced: str  # the reply when the fixed reply's first token is never chosen
+    why: str = ""  # the sample's target: `answer`, `not in evidence` or `unanswerable` (build_reader_data.py)
 
     def reply(self, margin: float) -> str:
         return self.free if self.gap > margin else self.forced
@@ -80,7 +81,7 @@ def read_sample(generator, record: dict[str, Any], max_new_tokens: int) -> Sampl
     finally:
         generator.refusal_margin = kept
     return SampleReplies(str(record["id"]), record["task"], record["metric"], record["question"],
-                         tuple(record["answers"]), gap, free, forced)
+                         tuple(record["answers"]), gap, free, forced, record.get("why", ""))
 
 
 def candidate_margins(replies: Iterable[SampleReplies]) -> list[float]:
@@ -108,6 +109,22 @@ def margin_rows(replies: Sequence[SampleReplies], margins: Iterable[float]) -> l
         row["objective"] = round(100 * sum(means) / len(means), 2)
         rows.append(row)
     return rows
+
+
+def separation(replies: Sequence[SampleReplies]) -> dict[str, Any]:
+    """How well the fixed reply's lead tells the samples whose evidence lacks the answer from those whose
+    evidence holds it, per task and over all: the probability that a sample of the first kind has the larger
+    lead (ties count half; 0.5 is chance, 1 a margin that separates them all), and the counts of each kind."""
+    result: dict[str, Any] = {}
+    for task in [None, *sorted({item.task for item in replies})]:
+        items = [item for item in replies if item.why and (task is None or item.task == task)]
+        lacking = [item.gap for item in items if item.why != "answer"]
+        holding = [item.gap for item in items if item.why == "answer"]
+        pairs = len(lacking) * len(holding)
+        won = sum((a > b) + 0.5 * (a == b) for a in lacking for b in holding)
+        result[task or "all"] = {"auc": round(won / pairs, 3) if pairs else None, "lacking": len(lacking),
+                                 "holding": len(holding)}
+    return result
 
 
 def best_row(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from memorag.generation import GeneratorError, LocalGenerator, load_generator
 from memorag.generation.reader_adapter import DECODING_CONFIG, tuned_refusal_margin

@@ -111,6 +111,26 @@ def test_the_adapter_cannot_change_within_a_run(tmp_path):
         run(reader_config(tmp_path, "optim.max_steps=4", "adapter.rank=8", "checkpoint.resume_with_changes=true"))
 
 
+def test_a_run_started_from_a_saved_adapter_begins_with_its_weights(tmp_path):
+    from memorag.training.reader_trainer import ReaderModel, load_base
+
+    run(reader_config(tmp_path / "first", "optim.max_steps=2"))
+    saved = tmp_path / "first" / "final"
+    first = load_file(str(saved / "adapter_model.safetensors"))
+    run(reader_config(tmp_path / "second", "optim.max_steps=1", "optim.lr=1e-12", "optim.warmup_steps=0",
+                      f"adapter.init_from={saved}"))
+    second = load_file(str(tmp_path / "second" / "final" / "adapter_model.safetensors"))
+    assert second.keys() == first.keys()
+    for key in first:  # one step of a vanishing rate from the first run's weights, not from peft's start
+        torch.testing.assert_close(second[key], first[key], atol=1e-9, rtol=0)
+    other = reader_config(tmp_path / "third", "adapter.rank=8")
+    model = ReaderModel(*load_base(other.model, torch.float32), other.adapter)
+    with pytest.raises(Exception, match="size mismatch|lacks tensors"):
+        model.load_adapter(saved)
+    with pytest.raises(ConfigError, match="does not exist"):
+        model.load_adapter(tmp_path / "nowhere")
+
+
 @pytest.mark.parametrize("override, named", [
     ("adapter.rnk=4", "rnk"),
     ("model.memory_rank=4", "model.memory_rank"),

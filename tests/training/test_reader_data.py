@@ -14,9 +14,11 @@ from memorag.training.reader_data import (
     CONTEXT_DOC_ID,
     PromptRecorder,
     ReaderModels,
+    build_reader_records,
     reader_record,
     reader_target,
     tuning_examples,
+    without_answer,
 )
 from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, make_rag, tiny_model, topic
 
@@ -118,3 +120,35 @@ def test_squad_answerable_and_unanswerable_questions_are_drawn_apart_from_the_tu
     assert all(example.answers for example in answerable)
     assert not any(example.answers for example in unanswerable)
     assert all(example.meta["split"] == "train" for example in answerable + unanswerable)
+
+
+def test_a_twin_is_its_context_without_the_paragraphs_that_hold_the_answer_or_a_supporting_sentence():
+    paragraphs = ["Alpha\nThe club was founded in Midland, Michigan.", "Beta\nA river runs north.",
+                  "Gamma\nB was founded in 1920.", "Delta\nMidlands of England are green."]
+    example = _example("hotpotqa_dev_longctx", "Where was the club founded?", ["Midland, Michigan"],
+                       "\n\n".join(paragraphs), support=["B was founded in 1920."])
+    twin = without_answer(example)
+    assert twin.context == "\n\n".join([paragraphs[1], paragraphs[3]])  # whole words: "Midlands" stays
+    assert (twin.id, twin.question, twin.answers) == (example.id, example.question, example.answers)
+    yes_no = _example("hotpotqa_dev_longctx", "Are both clubs?", ["yes"], "Yes\nyes indeed.\n\nOther\nno.",
+                      support=["no."])
+    assert without_answer(yes_no).context == "Yes\nyes indeed."  # "yes" is matched by its support only
+    assert without_answer(_example("squad_v2_dev_longctx", "When?", ["1990"], "Nothing here.")) is None
+
+
+def test_each_answered_sample_is_followed_by_its_twin_whose_target_is_the_fixed_reply():
+    model = tiny_model()
+    texts = [topic(number) for number in range(3)]
+    answer = texts[1].split()[5]
+    example = _example("squad_v2_dev_longctx", " ".join(texts[1].split()[:4]), [answer], "\n\n".join(texts))
+    settings = {"chunk_tokens": 16, "overlap_tokens": 4, "hits_per_query": 3, "evidence_tokens": 400,
+                "answer_max_new_tokens": 8}
+    models = ReaderModels(model, FakeHashEmbedder(), "fake-hash", PromptRecorder(FakeEchoGenerator(context_window=900)))
+    records = []
+    reasons = build_reader_records(models, make_rag(model, **settings).config, [example], records.append, twins=True)
+    assert [record.get("twin", False) for record in records] == [False, True]
+    plain, twin = records
+    assert plain["target"] == answer and twin["target"] == NO_ANSWER_REPLY and twin["why"] == "not in evidence"
+    assert (twin["order"], twin["answer_prompt"], twin["id"]) == (plain["order"], plain["answer_prompt"], plain["id"])
+    assert answer not in twin["prompt"].replace(example.question, "")
+    assert reasons == {"squad_v2_dev_longctx:answer": 1, "squad_v2_dev_longctx:twin not in evidence": 1}

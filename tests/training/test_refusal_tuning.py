@@ -11,7 +11,14 @@ from __future__ import annotations
 import pytest
 
 from memorag.generation import LocalGenerator
-from memorag.training.refusal_tuning import SampleReplies, best_row, candidate_margins, margin_rows, read_sample
+from memorag.training.refusal_tuning import (
+    SampleReplies,
+    best_row,
+    candidate_margins,
+    margin_rows,
+    read_sample,
+    separation,
+)
 from tests.memory.conftest import tiny_base
 from tests.memory.test_persistence import tiny_tokenizer, word
 
@@ -53,3 +60,17 @@ def test_margins_are_scored_per_task_and_the_best_is_the_smallest_of_the_highest
     assert [row["squad_v2_dev_longctx"]["no_answer"] for row in rows] == [2, 1, 0, 0]
     assert [row["objective"] for row in rows] == [25.0, 50.0, 25.0, 50.0]
     assert best_row(rows)["margin"] == pytest.approx(0.501)
+
+
+def test_separation_is_the_chance_that_a_sample_lacking_the_answer_has_the_larger_lead():
+    common = dict(metric="qa_f1_score", question="Who?", answers=("Ada",), free="x", forced="x")
+    replies = [SampleReplies("a", "hotpotqa_dev_longctx", gap=2.0, why="not in evidence", **common),
+               SampleReplies("b", "hotpotqa_dev_longctx", gap=1.0, why="answer", **common),
+               SampleReplies("c", "hotpotqa_dev_longctx", gap=-1.0, why="answer", **common),
+               SampleReplies("d", "squad_v2_dev_longctx", gap=0.0, why="unanswerable", **common),
+               SampleReplies("e", "squad_v2_dev_longctx", gap=0.0, why="answer", **common),
+               SampleReplies("f", "squad_v2_dev_longctx", gap=5.0, why="", **common)]  # no target: left out
+    result = separation(replies)
+    assert result["hotpotqa_dev_longctx"] == {"auc": 1.0, "lacking": 1, "holding": 2}
+    assert result["squad_v2_dev_longctx"] == {"auc": 0.5, "lacking": 1, "holding": 1}  # a tie counts half
+    assert result["all"] == {"auc": 0.75, "lacking": 2, "holding": 3}  # (3 + 1 + 0.5) of 6 pairs
