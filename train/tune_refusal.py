@@ -47,6 +47,9 @@ def main() -> int:
                         help="the adapter's training samples: their questions are left out")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="as the harness answers (answer_max_new_tokens)")
     parser.add_argument("--repetition-penalty", type=float, default=1.1, help="as the pipeline decodes")
+    parser.add_argument("--objective", default="mean", metavar="mean|TASK",
+                        help="what the margin maximizes: the mean of the tasks' mean scores (default), or one task's "
+                             "(e.g. hotpotqa_dev_longctx), the others reported")
     parser.add_argument("--rescore", default=None, metavar="OUT_JSON",
                         help="score the replies recorded in an earlier OUT instead of decoding")
     parser.add_argument("--out", required=True, help="the JSON to write")
@@ -80,11 +83,14 @@ def main() -> int:
                                 repetition_penalty=args.repetition_penalty)
         replies = [read_sample(reader, record, args.max_new_tokens)
                    for record in tqdm(samples, desc="tuning samples", unit="sample", disable=args.no_progress)]
-    rows = margin_rows(replies, candidate_margins(replies))
+    try:
+        rows = margin_rows(replies, candidate_margins(replies), args.objective)
+    except ValueError as error:
+        parser.error(str(error))
     best = best_row(rows)
     result = {"command": " ".join(["python train/tune_refusal.py", *sys.argv[1:]]), "adapter": str(adapter),
               "samples": len(samples), "left_out_as_trained": sum(1 for _ in _records(args.samples)) - len(samples),
-              "seconds": round(time.perf_counter() - started, 1), "best": best, "separation": separation(replies),
+              "seconds": round(time.perf_counter() - started, 1), "objective": args.objective, "best": best, "separation": separation(replies),
               "margins": rows,
               "replies": [vars(item) | {"answers": list(item.answers)} for item in replies]}
     atomic_write_text(Path(args.out), json.dumps(result, indent=1, ensure_ascii=False) + "\n")

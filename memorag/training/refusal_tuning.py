@@ -90,23 +90,28 @@ def candidate_margins(replies: Iterable[SampleReplies]) -> list[float]:
     return [0.0, *(lead + 1e-3 for lead in leads)]
 
 
-def margin_rows(replies: Sequence[SampleReplies], margins: Iterable[float]) -> list[dict[str, Any]]:
-    """Per margin: each task's mean score and the share of its fixed replies, and the objective, the mean of
-    the tasks' means (each task weighs the same, whatever its count)."""
+def margin_rows(replies: Sequence[SampleReplies], margins: Iterable[float],
+                objective: str = "mean") -> list[dict[str, Any]]:
+    """Per margin: each task's mean score and the share of its fixed replies, and the objective: with
+    `objective="mean"` the mean of the tasks' means (each task weighs the same, whatever its count), with a
+    task's name that task's mean alone (the others reported beside it)."""
     from memorag.prompting.answer_check import no_answer_reason
 
     tasks = sorted({item.task for item in replies})
+    if objective != "mean" and objective not in tasks:
+        raise ValueError(f"objective {objective!r}: choose mean or one of the samples' tasks ({', '.join(tasks)})")
     rows = []
     for margin in margins:
         row: dict[str, Any] = {"margin": round(margin, 4)}
-        means = []
+        means = {}
         for task in tasks:
             items = [item for item in replies if item.task == task]
             mean = sum(item.score(margin) for item in items) / len(items)
             refused = sum(no_answer_reason(item.question, item.reply(margin)) is not None for item in items)
             row[task] = {"n": len(items), "score": round(100 * mean, 2), "no_answer": refused}
-            means.append(mean)
-        row["objective"] = round(100 * sum(means) / len(means), 2)
+            means[task] = mean
+        kept = list(means.values()) if objective == "mean" else [means[objective]]
+        row["objective"] = round(100 * sum(kept) / len(kept), 2)
         rows.append(row)
     return rows
 

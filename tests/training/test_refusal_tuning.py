@@ -60,6 +60,11 @@ def test_margins_are_scored_per_task_and_the_best_is_the_smallest_of_the_highest
     assert [row["squad_v2_dev_longctx"]["no_answer"] for row in rows] == [2, 1, 0, 0]
     assert [row["objective"] for row in rows] == [25.0, 50.0, 25.0, 50.0]
     assert best_row(rows)["margin"] == pytest.approx(0.501)
+    alone = margin_rows(replies, margins, objective="hotpotqa_dev_longctx")
+    assert [row["objective"] for row in alone] == [0.0, 0.0, 0.0, 50.0]
+    assert best_row(alone)["margin"] == pytest.approx(2.001)
+    with pytest.raises(ValueError, match="choose mean or one of"):
+        margin_rows(replies, margins, objective="squad")
 
 
 def test_separation_is_the_chance_that_a_sample_lacking_the_answer_has_the_larger_lead():
