@@ -32,7 +32,9 @@ def load_generator(
 ) -> Generator:
     """The generator named by `spec`.
 
-    - None or "memory": the memory model's base model, sharing its weights;
+    - None (the default): over the embedded memory model, the reader ("embedded"); over any other, its base
+      model, sharing its weights (as "memory" always is);
+    - "memory": the memory model's base model, sharing its weights;
     - "embedded": the embedded LM with the reader adapter trained for it merged
       (memorag/generation/reader_adapter.py); over the embedded memory model it holds the memory
       model's weights but the adapted projections, which are copies;
@@ -56,6 +58,8 @@ def load_generator(
     if name is None or name in SHARED_NAMES:
         if memory_model is None:
             raise GeneratorError("no memory model to share: name a generator model or endpoint")
+        if name is None and embedded_memory:
+            return _shared_reader(memory_model, local_kwargs)
         return LocalGenerator.from_memory_model(memory_model, **local_kwargs)
     placement = placement or Placement.resolve()
     if is_embedded_base_lm(name):

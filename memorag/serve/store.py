@@ -113,8 +113,10 @@ class CorpusStore:
         # the names of models handed in (not loaded from the settings), for `describe_models`
         self._given_names = {"memory_model": getattr(memory_model, "name", None),
                              "generator": getattr(generator, "name", None)}
-        self._models = MemoRAG(memory_model=memory_model, embedder=embedder, embedder_name=embedder_name,
-                               generator=generator, **self.settings)
+        handed = {"memory_model": memory_model, "embedder": embedder, "generator": generator}
+        # a model handed in stands for the setting of its name (`--set generator=...` names one to load)
+        self._models = MemoRAG(embedder_name=embedder_name, **{
+            **self.settings, **{key: model for key, model in handed.items() if model is not None}})
         self._loaded: OrderedDict[str, tuple[MemoRAG, tuple[int, ...] | None]] = OrderedDict()
         self._loaded_lock = threading.Lock()  # `loaded` is read by the event loop while the worker changes it
         self.originals = Originals(self.root)

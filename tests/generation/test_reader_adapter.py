@@ -88,9 +88,13 @@ def test_embedded_names_the_reader_and_embedded_base_the_lm_as_it_comes(tmp_path
         reader = load_generator(spec, memory_model=model)
         assert reader.name.startswith(f"{embedded.EMBEDDED_READER}-") and reader.shared
         assert reader.model is not model.base_model
-    for spec in ("embedded-base", None, "memory"):  # the default stays the base until the reader is measured
+    default = load_generator(None, memory_model=model)  # over the embedded memory model, the reader
+    assert default.name.startswith(f"{embedded.EMBEDDED_READER}-") and default.model is not model.base_model
+    for spec in ("embedded-base", "memory"):
         base = load_generator(spec, memory_model=model)
         assert base.model is model.base_model and base.name == embedded.EMBEDDED_LM
+    model.name = "some/other-model"  # over any other memory model the default is its base
+    assert load_generator(None, memory_model=model).model is model.base_model
 
 
 def test_the_shipped_reader_fits_the_embedded_lm_and_changes_only_its_adapted_projections():
@@ -101,6 +105,8 @@ def test_the_shipped_reader_fits_the_embedded_lm_and_changes_only_its_adapted_pr
     reader = merge_adapter(base, embedded.SHIPPED_READER_DIR)  # refuses tensors that find no module
     changed = {name for name, parameter in reader.named_parameters() if not torch.equal(parameter, before[name])}
     assert set(before) == {name for name, _ in reader.named_parameters()}
-    assert changed and all(name.endswith(("q_proj.weight", "v_proj.weight")) for name in changed)
+    projections = tuple(f"{name}.weight" for name in json.loads(
+        (embedded.SHIPPED_READER_DIR / ADAPTER_CONFIG).read_text())["target_modules"])
+    assert changed and all(name.endswith(projections) for name in changed)
     sizes = sum(path.stat().st_size for path in embedded.SHIPPED_READER_DIR.iterdir() if path.is_file())
-    assert sizes <= 2 * 10**6
+    assert sizes <= 11 * 10**6  # rank 16 on the seven projections of 30 layers, in bfloat16: 9.8 MB

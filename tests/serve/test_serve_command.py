@@ -94,7 +94,8 @@ def test_serve_answers_a_real_http_client_with_the_embedded_models(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, "-m", "memorag.commands.main", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--store", str(tmp_path / "store"), "--log-level", "warning",
-               "--set", "clue_max_new_tokens=16", "--set", "answer_max_new_tokens=24"]
+               "--set", "clue_max_new_tokens=16", "--set", "answer_max_new_tokens=24",
+               "--set", "generator=embedded-base"]  # the model as it comes always writes tokens to stream
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 240

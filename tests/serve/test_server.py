@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from memorag.commands.main import main as cli_main
+from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, tiny_model
 from tests.serve.conftest import JSON, FakeSlowGenerator, fake_store, read_events, serving, topic
 
 
@@ -201,3 +202,16 @@ def test_a_reworded_echo_or_a_refusal_streams_no_token_and_says_no_answer(tmp_pa
     assert answer["no_answer"] == ("repeats the question" if reply.startswith("What") else
                                    "says the evidence does not answer")
     assert plain["answered"] is False and plain["no_answer"] == answer["no_answer"]
+
+
+def test_a_generator_named_in_the_settings_is_the_one_loaded_unless_a_model_is_handed_in(tmp_path):
+    from memorag.serve.store import CorpusStore
+    from tests.serve.conftest import SETTINGS
+
+    named = CorpusStore(tmp_path / "a", {**SETTINGS, "generator": "embedded-base"}, memory_model=tiny_model(),
+                        embedder=FakeHashEmbedder(), embedder_name="fake-hash")
+    assert named.models.config.generator == "embedded-base"  # `memorag serve --set generator=...`
+    handed = FakeEchoGenerator()
+    given = CorpusStore(tmp_path / "b", {**SETTINGS, "generator": "embedded-base"}, memory_model=tiny_model(),
+                        embedder=FakeHashEmbedder(), embedder_name="fake-hash", generator=handed)
+    assert given.models.generator is handed
