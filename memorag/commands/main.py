@@ -72,9 +72,10 @@ def _model_options(parser: argparse.ArgumentParser, memorizing: bool, json_outpu
     models.add_argument("--retriever", choices=("dense", "bm25", "hybrid"), help="retriever (default: dense)")
     models.add_argument("--generator", metavar="SPEC",
                         help="answer writer: a local model (hub id or folder) or an OpenAI-compatible endpoint "
-                             "(http://host:port/v1); default: the memory model's own base model, sharing its weights; "
-                             "'embedded': the embedded model with the reader adapter trained for it; "
-                             "'embedded-base': the embedded model as it comes")
+                             "(http://host:port/v1); default: over the embedded memory model 'embedded', over any "
+                             "other the memory model's own base model, sharing its weights; 'embedded': the embedded "
+                             "model with the reader adapter trained for it; 'embedded-base': the embedded model as "
+                             "it comes; 'memory': the memory model's base model")
     models.add_argument("--generator-model", metavar="NAME", help="the model's name at the endpoint")
     models.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the endpoint's API key "
                                                              "(default: OPENAI_API_KEY)")

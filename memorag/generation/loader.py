@@ -54,7 +54,7 @@ def load_generator(
     from memorag.runtime.embedded import EMBEDDED_LM, is_embedded_base_lm, is_embedded_lm
 
     name = None if spec is None else str(spec).strip().lower()
-    embedded_memory = memory_model is not None and memory_model.name == EMBEDDED_LM
+    embedded_memory = memory_model is not None and bool(memory_model.name) and is_embedded_lm(memory_model.name)
     if name is None or name in SHARED_NAMES:
         if memory_model is None:
             raise GeneratorError("no memory model to share: name a generator model or endpoint")

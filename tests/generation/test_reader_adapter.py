@@ -93,6 +93,8 @@ def test_embedded_names_the_reader_and_embedded_base_the_lm_as_it_comes(tmp_path
     for spec in ("embedded-base", "memory"):
         base = load_generator(spec, memory_model=model)
         assert base.model is model.base_model and base.name == embedded.EMBEDDED_LM
+    model.name = "embedded"  # as the training stages name the embedded LM they build
+    assert load_generator(None, memory_model=model).name.startswith(f"{embedded.EMBEDDED_READER}-")
     model.name = "some/other-model"  # over any other memory model the default is its base
     assert load_generator(None, memory_model=model).model is model.base_model
 
