@@ -205,8 +205,7 @@ def build_reader_records(models: ReaderModels, pipeline: PipelineConfig, example
         if twin is None:
             continue
         started = time.perf_counter()
-        order = record["order"]
-        twin_record = reader_record(models, pipeline, twin, order, form_kind)
+        twin_record = reader_record(models, pipeline, twin, record["order"], form_kind)
         twin_record.update(twin=True, build_s=round(time.perf_counter() - started, 3))
         reasons[f"{twin_record['task']}:twin {twin_record['why']}"] += 1
         on_record(twin_record)
