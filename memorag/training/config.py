@@ -340,9 +340,11 @@ class AdapterSection:
     """The decoder layers (indices) whose projections get an adapter; null: every layer. The backward pass
     stops at the lowest one, so adapting the top layers only costs less per step."""
     init_from: str | None = None
-    """A saved adapter folder (an earlier run's `final/` or `checkpoint-N/`, of the same rank, projections and
-    layers) whose weights the run starts from instead of peft's initialisation: a second run that continues a
-    first on other samples. A resume loads its checkpoint's weights over it."""
+    """A saved adapter folder (an earlier run's `final/` or `checkpoint-N/`, of the same projections and layers)
+    whose weights the run starts from instead of peft's initialisation: a second run that continues a first on
+    other samples. One of a higher rank is first brought to `rank` by a truncated SVD of each update (a smaller
+    adapter that starts close to the larger one); a lower rank is refused. A resume loads its checkpoint's
+    weights over it."""
 
     def __post_init__(self) -> None:
         if self.rank < 1:

@@ -34,6 +34,7 @@ from .config import AdapterSection, ModelSection
 from .data import SFTBatches, SFTSpec
 from .data.reader_samples import ReaderSample, render_reader_sample
 from .errors import TrainingInputError
+from .lora_rank import lower_rank, saved_rank
 from .trainer import Trainer, use_bf16
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -132,7 +133,9 @@ class ReaderModel(nn.Module):
                                          else str(value)))
         atomic_write_text(folder / ADAPTER_CONFIG, json.dumps(settings, indent=1, sort_keys=True) + "\n")
 
-    def load_adapter(self, folder: Path) -> None:
+    def load_adapter(self, folder: Path, lower: bool = False) -> None:
+        """The adapter saved in `folder` (peft's files) into this one; with `lower`, one of a higher rank is
+        first brought to this one's rank (`lower_rank`: its scaled updates kept as closely as the rank allows)."""
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
@@ -140,7 +143,17 @@ class ReaderModel(nn.Module):
         if not path.is_file():
             raise TrainingInputError(f"{path} does not exist: name a folder an adapter was saved to (a run's final/ "
                                      "or checkpoint-N/)")
-        result = set_peft_model_state_dict(self.base_model, load_file(str(path)))
+        state = load_file(str(path))
+        settings = self.base_model.peft_config["default"]
+        rank = saved_rank(state)
+        if lower and rank > settings.r:
+            saved = json.loads((folder / ADAPTER_CONFIG).read_text()) if (folder / ADAPTER_CONFIG).is_file() else {}
+            if "lora_alpha" not in saved:
+                raise TrainingInputError(f"{folder / ADAPTER_CONFIG} is missing or names no lora_alpha: the saved "
+                                         "adapter's scale is needed to lower its rank")
+            scale = (saved["lora_alpha"] / rank) / (settings.lora_alpha / settings.r)
+            state = lower_rank(state, settings.r, scale)
+        result = set_peft_model_state_dict(self.base_model, state)
         unexpected = list(getattr(result, "unexpected_keys", []) or [])
         if unexpected:
             raise ValueError(f"{path} holds tensors this adapter does not have: {unexpected[:3]}")
@@ -191,7 +204,7 @@ class ReaderTrainer(Trainer):
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.reader_model = ReaderModel(base, tokenizer, cfg.adapter, base_name=_base_name(cfg.model))
         if cfg.adapter.init_from is not None:
-            self.reader_model.load_adapter(Path(cfg.adapter.init_from))
+            self.reader_model.load_adapter(Path(cfg.adapter.init_from), lower=True)
         return self.reader_model
 
     def _trainable_parameters(self, model: ReaderModel) -> dict[str, nn.Parameter]:

@@ -131,6 +131,50 @@ def test_a_run_started_from_a_saved_adapter_begins_with_its_weights(tmp_path):
         model.load_adapter(tmp_path / "nowhere")
 
 
+def test_lowering_a_rank_keeps_the_closest_update_of_that_rank():
+    from memorag.training.lora_rank import lower_rank, saved_rank
+
+    torch.manual_seed(0)
+    key = "base_model.model.layers.0.q_proj.lora_{}.weight"
+    a, b = torch.randn(4, 12), torch.randn(10, 4)
+    state = {key.format("A"): a, key.format("B"): b, "other": torch.ones(3)}
+    assert saved_rank(state) == 4
+    low = lower_rank(state, rank=2, scale=3.0)
+    assert saved_rank(low) == 2 and low["other"] is state["other"]
+    update = 3.0 * (b.double() @ a.double())
+    s = torch.linalg.svdvals(update)
+    error = torch.linalg.matrix_norm(update - low[key.format("B")].double() @ low[key.format("A")].double())
+    torch.testing.assert_close(error, s[2:].square().sum().sqrt(), rtol=1e-5, atol=1e-6)  # Eckart-Young's bound
+    exact = {key.format("A"): a[:2].clone(), key.format("B"): b[:, :2].clone()}  # already of rank 2 in 4 rows
+    exact[key.format("A")] = torch.cat([exact[key.format("A")], torch.zeros(2, 12)])
+    exact[key.format("B")] = torch.cat([exact[key.format("B")], torch.zeros(10, 2)], dim=1)
+    kept = lower_rank(exact, rank=2, scale=1.0)
+    torch.testing.assert_close(kept[key.format("B")] @ kept[key.format("A")], b[:, :2] @ a[:2], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="only a higher rank is lowered"):
+        lower_rank(state, rank=5, scale=1.0)
+
+
+def test_a_run_started_from_an_adapter_of_higher_rank_begins_with_its_update_lowered(tmp_path):
+    from memorag.training.lora_rank import lower_rank, saved_rank
+    from memorag.training.reader_trainer import ReaderModel, load_base
+
+    run(reader_config(tmp_path / "first", "optim.max_steps=2", "optim.lr=1e-2"))  # rank 4, alpha 8: scale 2
+    saved = tmp_path / "first" / "final"
+    config = reader_config(tmp_path / "second", "adapter.rank=2", "adapter.alpha=1", f"adapter.init_from={saved}")
+    model = ReaderModel(*load_base(config.model, torch.float32), config.adapter)
+    model.load_adapter(saved, lower=True)
+    started = {name.replace(".default", ""): p.detach() for name, p in model.adapter_parameters().items()}
+    expected = lower_rank(load_file(str(saved / "adapter_model.safetensors")), rank=2, scale=2.0 / 0.5)
+    assert started.keys() == expected.keys()
+    for key in expected:
+        torch.testing.assert_close(started[key], expected[key].float(), rtol=1e-5, atol=1e-6)
+    run(config)  # the run itself starts from there and trains at rank 2
+    assert saved_rank(load_file(str(tmp_path / "second" / "final" / "adapter_model.safetensors"))) == 2
+    higher = reader_config(tmp_path / "third", "adapter.rank=8")
+    with pytest.raises(Exception, match="size mismatch|lacks tensors"):
+        ReaderModel(*load_base(higher.model, torch.float32), higher.adapter).load_adapter(saved, lower=True)
+
+
 @pytest.mark.parametrize("override, named", [
     ("adapter.rnk=4", "rnk"),
     ("model.memory_rank=4", "model.memory_rank"),

@@ -51,10 +51,11 @@ def test_a_second_process_on_a_folder_is_refused_and_a_killed_runs_lock_is_taken
                                                                           "checkpoint.every_steps=1")],
                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # a guard against a hang: about 20 s on 2 cores
         while not (run / "checkpoint-1").is_dir():
             assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the first run made no checkpoint in 120 s"
+            assert time.monotonic() < deadline, ("the first run made no checkpoint in 600 s; its log ends:\n"
+                                                 + (tmp_path / "first.log").read_text()[-3000:])
             time.sleep(0.2)
         message = _refused(capsys, _argv(run, "optim.max_steps=100000", "checkpoint.every_steps=1"))
         assert f"checkpoint.output_dir={run} is in use by process {first.pid} on " in message
