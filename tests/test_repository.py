@@ -247,3 +247,17 @@ def test_results_hold_records_only():
     code = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "results").rglob("*")
                   if path.suffix in (".py", ".sh", ".ipynb"))
     assert not code, "code under results/ (move it to benchmarks/ or eval/):\n" + "\n".join(code)
+
+
+MAX_FILE_BYTES = 5 * 10**6  # weights and data above this belong in a package or are built, never in git
+
+
+def test_no_file_git_holds_is_above_5_mb():
+    import subprocess
+
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the files git holds are unknown")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    sizes = {name: (ROOT / name).stat().st_size for name in listed.decode().split("\0") if name and (ROOT / name).is_file()}
+    assert len(sizes) > 100
+    assert not {name: size for name, size in sizes.items() if size > MAX_FILE_BYTES}
