@@ -2,7 +2,8 @@
 update of the lower rank closest to it (the truncated SVD, Eckart-Young), so that a run can start from an
 adapter trained at a higher rank and end with a smaller one.
 
-    state = lower_rank(load_file("final/adapter_model.safetensors"), rank=8, scale=2.0 / 2.0)
+    # a rank-16 adapter of alpha 32 (scale 2) into one of rank 8, alpha 16 (scale 2): the ratio is 1
+    state = lower_rank(load_file("final/adapter_model.safetensors"), rank=8, scale=(32 / 16) / (16 / 8))
 """
 
 from __future__ import annotations
