@@ -61,9 +61,9 @@ class LocalGenerator(Generator):
     families; any other through `model.generate`), through the chat template when the tokenizer has
     one, else the plain prompt (system text first).
 
-    `refusal_margin` (0: none) is subtracted from the scores of the first tokens of `NO_ANSWER_REPLY`
-    (`refusal_tokens`), the reply a reader trained by `train/reader.py` gives when its evidence lacks the
-    answer, when a reply's first token is chosen: the reply is then given only where the model prefers it to every answer by
+    `refusal_margin` (0: none) is subtracted from the score of the first token of `NO_ANSWER_REPLY`, the
+    reply a reader trained by `train/reader.py` gives when its evidence lacks the answer, when a reply's
+    first token is chosen: the reply is then given only where the model prefers it to every answer by
     that margin (in logits). It is tuned on rows we may tune on, as SQuAD v2 systems tune their
     no-answer threshold (docs/training.md, "The reader")."""
 
@@ -272,30 +272,16 @@ class LocalGenerator(Generator):
                         opening_bias=self.opening_bias())
 
     def opening_bias(self) -> tuple[tuple[int, float], ...]:
-        """The refusal margin as the loop applies it: minus the margin on each first token of the fixed reply."""
-        margin = float(self.refusal_margin)
-        return tuple((token, -margin) for token in self.refusal_tokens()) if margin else ()
+        """The refusal margin as the loop applies it: minus the margin on the fixed reply's first token."""
+        return ((self.refusal_token(), -float(self.refusal_margin)),) if self.refusal_margin else ()
 
-    def refusal_tokens(self) -> tuple[int, ...]:
-        """The first tokens with which this model opens `NO_ANSWER_REPLY` (as `train/reader.py` trains it), its
-        first letter in either case, with and without a leading space: the margin acts on all of them, so the
-        reader cannot give the reply past the margin by writing it in lower case."""
+    def refusal_token(self) -> int:
+        """The first token of `NO_ANSWER_REPLY` as this model writes it (as `train/reader.py` trains it). The
+        reader's own lower-case "not in the evidence." is not biased: biasing it too scored worse on the
+        tuning samples (docs/training.md, "The refusal margin")."""
         from memorag.prompting.answer_check import NO_ANSWER_REPLY
 
-        word = NO_ANSWER_REPLY.split()[0]
-        tokens: list[int] = []
-        for variant in (NO_ANSWER_REPLY, word[0].swapcase() + NO_ANSWER_REPLY[1:]):
-            for text in (variant, f" {variant}"):
-                token = int(self.tokenizer(text, add_special_tokens=False)["input_ids"][0])
-                opening = self.tokenizer.decode([token]).strip()
-                # a tokenizer that splits off the leading space opens with a bare space: no refusal token
-                if opening and variant.startswith(opening) and token not in tokens:
-                    tokens.append(token)
-        if not tokens:
-            raise GeneratorError(f"the tokenizer of {self.name} has no token that opens {NO_ANSWER_REPLY!r}, so a "
-                                 "refusal margin has nothing to act on: it is for a reader trained by "
-                                 "train/reader.py; leave refusal_margin at 0 for this model")
-        return tuple(tokens)
+        return int(self.tokenizer(NO_ANSWER_REPLY, add_special_tokens=False)["input_ids"][0])
 
     def _transformers_generate(self, input_ids: torch.Tensor, max_new_tokens: int, stream: TextStream,
                                cache=None) -> list[int]:

@@ -1,13 +1,12 @@
 """The reader's refusal margin, tuned on samples of the tuning rows (docs/training.md, "The reader").
 
 A reader trained by `train/reader.py` answers with a span or with one fixed reply, `NO_ANSWER_REPLY`; the
-margin (`LocalGenerator.refusal_margin`) is how far the fixed reply's first token (in either case, with or
-without a leading space: `LocalGenerator.refusal_tokens`) must lead every other first token before it is
-given, as SQuAD v2 systems set their no-answer threshold on data they may tune on.
+margin (`LocalGenerator.refusal_margin`) is how far the fixed reply's first token must lead every other first
+token before it is given, as SQuAD v2 systems set their no-answer threshold on data they may tune on.
 
 For each sample (written by `train/build_reader_data.py`: the prompt the pipeline sent, the question, its
 answers and metric) the generator's first-token scores give that lead (`gap`), and two replies are decoded:
-the one it gives with no margin and the one it gives when none of the fixed reply's first tokens is chosen.
+the one it gives with no margin and the one it gives when the fixed reply's first token is never chosen.
 Decoding is greedy, and the margin acts on the first token only, so at a margin m the reply is the first
 where gap > m and the second otherwise: one pass scores every margin exactly (`margin_rows`).
 """
@@ -35,7 +34,7 @@ class SampleReplies:
     answers: tuple[str, ...]
     gap: float
     free: str  # the reply with no margin
-    forced: str  # the reply when none of the fixed reply's first tokens is chosen
+    forced: str  # the reply when the fixed reply's first token is never chosen
     why: str = ""  # the sample's target: `answer`, `not in evidence` or `unanswerable` (build_reader_data.py)
 
     def reply(self, margin: float) -> str:
@@ -51,17 +50,16 @@ class SampleReplies:
 
 
 def first_token_gap(generator, ids: Sequence[int]) -> float:
-    """How far the best of the fixed reply's first tokens (`LocalGenerator.refusal_tokens`) leads every other
-    first token of the reply to `ids` (negative: another leads), in the scores the decode loop chooses from
-    (after the repetition penalty)."""
+    """How far the fixed reply's first token leads every other first token of the reply to `ids` (negative:
+    another leads), in the scores the decode loop chooses from (after the repetition penalty)."""
     from memorag.runtime.decode_loop import Sampling, choose_token
 
-    refusal = list(generator.refusal_tokens())
+    refusal = generator.refusal_token()
     prompt = torch.tensor([list(ids)], dtype=torch.long)
     with torch.no_grad():
         logits = generator.model(input_ids=prompt.to(next(generator.model.parameters()).device)).logits[0, -1]
     _, scores = choose_token(logits, Sampling(repetition_penalty=generator.repetition_penalty), prompt, None)
-    lead = scores[0, refusal].max().item()
+    lead = scores[0, refusal].item()
     scores[0, refusal] = -math.inf
     return lead - scores.max().item()
 

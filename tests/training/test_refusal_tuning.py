@@ -33,7 +33,7 @@ def test_one_pass_gives_the_reply_of_every_margin():
     generator = LocalGenerator(tiny_base("llama", seed=5), tiny_tokenizer(), repetition_penalty=1.1)
     record = _record(7)
     opening = generator.generate(record["prompt"], max_new_tokens=5).split()[0]
-    generator.refusal_tokens = lambda: (generator.tokenizer.convert_tokens_to_ids(opening),)  # aim the fake's reply
+    generator.refusal_token = lambda: generator.tokenizer.convert_tokens_to_ids(opening)  # aim the fake's reply
     replies = read_sample(generator, record, max_new_tokens=5)
     assert replies.gap > 0 and replies.free != replies.forced and generator.refusal_margin == 0
     for margin in (0.0, replies.gap / 2, replies.gap * 2):
