@@ -12,6 +12,10 @@ cd "$(dirname "$0")/../.."
 W=memorag/weights/reader-smollm2-135m-instruct
 R=runs/reader-embedded-6
 H=runs/reader-heldout-6-either-case-seed1
+if ! .venv/bin/python -c "from memorag.generation import LocalGenerator; LocalGenerator.refusal_tokens" 2>/dev/null; then
+  echo "error: this checkout's margin acts on 'Not' alone; run this script at commit 99426c3 (git switch --detach 99426c3)" >&2
+  exit 2
+fi
 TRAINED="runs/reader-embedded/data/hotpotqa.jsonl runs/reader-embedded/data/sentence.jsonl runs/reader-embedded/data/squad.jsonl runs/reader-embedded-3/data/sentence.jsonl runs/reader-embedded-3/data/squad-answerable.jsonl runs/reader-embedded-3/data/squad-unanswerable.jsonl runs/reader-embedded-5/data/hotpotqa-twins.jsonl runs/reader-embedded-5/data/squad-twins.jsonl"
 uptime
 .venv/bin/python train/tune_refusal.py --objective hotpotqa_dev_longctx --adapter $R/final \
