@@ -72,6 +72,11 @@ class MeteredGenerator(WrappedGenerator):
         return self.inner.generate_with_prefix(prefix, rest, system=system, max_new_tokens=max_new_tokens,
                                                on_text=on_text)
 
+    def generate_batch(self, prompts: Sequence[str], *, system: str | None = None,
+                       max_new_tokens: int = 256) -> list[str]:
+        self.prompt_tokens += [self.inner.count_tokens(prompt, system) for prompt in prompts]
+        return self.inner.generate_batch(prompts, system=system, max_new_tokens=max_new_tokens)
+
     def generate_measured(self, measured: PromptTokens, *, max_new_tokens: int = 256,
                           on_text: Callable[[str], None] | None = None) -> str:
         self.prompt_tokens.append(measured.count)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 
@@ -80,6 +81,17 @@ class Generator(ABC):
         key/value cache and runs only the rest.
         """
         return self.generate(prefix + rest, system=system, max_new_tokens=max_new_tokens, on_text=on_text)
+
+    def generate_batch(self, prompts: Sequence[str], *, system: str | None = None,
+                       max_new_tokens: int = 256) -> list[str]:
+        """The reply to each prompt, as `generate` writes it: sent at once to an endpoint that answers
+        requests concurrently (`serves_concurrently`), else one after another. `LocalGenerator` decodes
+        them as one batch."""
+        ask = lambda prompt: self.generate(prompt, system=system, max_new_tokens=max_new_tokens)  # noqa: E731
+        if not self.serves_concurrently or len(prompts) < 2:
+            return [ask(prompt) for prompt in prompts]
+        with ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+            return list(pool.map(ask, prompts))
 
     @abstractmethod
     def count_tokens(self, prompt: str, system: str | None = None) -> int:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from memorag.memory.families import FAMILIES
+from memorag.memory.plain_decoder import decodes_plainly
 from memorag.runtime.cache_argument import cache_kwargs
 from memorag.runtime.decode_loop import DecodeBatch, Request, Sampling, Stops
 from memorag.runtime.stop_tokens import stop_token_ids
@@ -195,6 +195,19 @@ class LocalGenerator(Generator):
         return self._generate(torch.tensor([measured.ids], dtype=torch.long), max_new_tokens, on_text)
 
     @torch.no_grad()
+    def generate_batch(self, prompts: Sequence[str], *, system: str | None = None,
+                       max_new_tokens: int = 256) -> list[str]:
+        """The reply to each prompt, equal to `generate`'s (greedy: up to the rounding of matrix products the
+        prompts share), the prompts decoded as one batch through the loop (`loop_decodes`; any other model
+        one after another): a step reads the weights once for all of them."""
+        if not self.loop_decodes or len(prompts) < 2:
+            return [self.generate(prompt, system=system, max_new_tokens=max_new_tokens) for prompt in prompts]
+        ids = [self._checked_ids(self._input_ids(prompt, system), max_new_tokens)[0].tolist() for prompt in prompts]
+        batch = DecodeBatch(LanguageModelRows(self.model), Stops.of(self._stop_ids()), self.sampling())
+        replies = batch.run([Request(index, prompt, max_new_tokens) for index, prompt in enumerate(ids)])
+        return [self._text(reply) for reply in replies]
+
+    @torch.no_grad()
     def generate_with_prefix(
         self,
         prefix: str,
@@ -243,11 +256,7 @@ class LocalGenerator(Generator):
         """The reply to `input_ids` [1, T]: through the server's batch when one is attached (greedy, no cached
         prefix), else through the one decode loop for a supported family (`loop_decodes`), else one
         sequence through transformers' `generate` (any other model, or a cached prefix)."""
-        if self.context_window and input_ids.shape[1] + max_new_tokens > self.context_window:
-            raise GeneratorError(
-                f"the prompt has {input_ids.shape[1]} tokens; with {max_new_tokens} new tokens it exceeds the "
-                f"{self.context_window}-token window of {self.name}"
-            )
+        self._checked_ids(input_ids, max_new_tokens)
         stream = TextStream(self.tokenizer, on_text)
         prompt = input_ids[0].tolist()
         if self.batcher is not None and cache is None and not self.do_sample:
@@ -260,11 +269,26 @@ class LocalGenerator(Generator):
             stream.ids = self._transformers_generate(input_ids, max_new_tokens, stream, cache)
         return stream.finish().strip()
 
+    def _checked_ids(self, input_ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        """`input_ids` [1, T], refused where the prompt and its reply exceed the model's window."""
+        if self.context_window and input_ids.shape[1] + max_new_tokens > self.context_window:
+            raise GeneratorError(
+                f"the prompt has {input_ids.shape[1]} tokens; with {max_new_tokens} new tokens it exceeds the "
+                f"{self.context_window}-token window of {self.name}"
+            )
+        return input_ids
+
+    def _text(self, ids: list[int]) -> str:
+        stream = TextStream(self.tokenizer, None)
+        stream.ids = ids
+        return stream.finish().strip()
+
     @property
     def loop_decodes(self) -> bool:
-        """Whether this model decodes through the one loop (memorag/runtime/decode_loop.py): a causal LM of a
-        family the memory model supports (memorag/memory/families.py); any other keeps `generate`."""
-        return getattr(self.model.config, "model_type", None) in FAMILIES
+        """Whether this model decodes through the one loop (memorag/runtime/decode_loop.py) and our own decoder
+        layer (memorag/memory/plain_decoder.py): a causal LM of a family the memory model supports
+        (memorag/memory/families.py) without a sliding window; any other keeps `generate`."""
+        return decodes_plainly(self.model)
 
     def sampling(self) -> Sampling:
         """How this generator picks tokens, as the loop takes it."""

@@ -1,4 +1,4 @@
-"""Writing the gists: batched, with a progress bar, each batch checkpointed as it is written."""
+"""Writing the gists: several at a time, with a progress bar, each batch checkpointed as it is written."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,31 +59,22 @@ class GistCheckpoint:
 
 
 def write_gists(windows: Sequence[GistWindow], texts: Sequence[str], generator: Generator, max_new_tokens: int, *,
-                checkpoint: GistCheckpoint, batch_size: int = 4, language: str = "en",
+                checkpoint: GistCheckpoint, batch_size: int = 8, language: str = "en",
                 show_progress: bool | None = False) -> list[Gist]:
     """The gist of each window (`texts[i]` is the text of `windows[i]`), in order, each in at most
     `max_new_tokens`: those in `checkpoint` are taken from it, the others written `batch_size` at a
-    time and checkpointed as they come: an endpoint (`Generator.serves_concurrently`) answers a batch's
-    requests at once, a local model one after another, each checkpointed when written."""
+    time (`Generator.generate_batch`: a local model decodes them as one batch, an endpoint answers
+    them concurrently) and checkpointed as each batch is written."""
     done = checkpoint.read()
     todo = [i for i, window in enumerate(windows) if window.sha256 not in done]
-    step = batch_size if generator.serves_concurrently else 1
     with tqdm(total=len(windows), initial=len(windows) - len(todo), desc="writing gists", unit="gist",
               disable=show_progress is False, file=sys.stderr) as bar:
-        for first in range(0, len(todo), step):
-            batch = todo[first:first + step]
+        for first in range(0, len(todo), batch_size):
+            batch = todo[first:first + batch_size]
             asked = [prompts.fill(prompts.LITE_GIST, language, context=texts[i]) for i in batch]
-            replies = _replies(generator, asked, max_new_tokens)
-            written = {windows[i].sha256: reply for i, reply in zip(batch, replies, strict=True)}
+            replies = generator.generate_batch(asked, max_new_tokens=max_new_tokens)
+            written = {windows[i].sha256: reply.strip() for i, reply in zip(batch, replies, strict=True)}
             checkpoint.append(written)
             done.update(written)
             bar.update(len(batch))
     return [Gist(window, done[window.sha256], checkpoint.writer, max_new_tokens) for window in windows]
-
-
-def _replies(generator: Generator, asked: list[str], max_new_tokens: int) -> list[str]:
-    ask = lambda prompt: generator.generate(prompt, max_new_tokens=max_new_tokens).strip()  # noqa: E731
-    if len(asked) == 1:
-        return [ask(asked[0])]
-    with ThreadPoolExecutor(max_workers=len(asked)) as pool:
-        return list(pool.map(ask, asked))

@@ -122,6 +122,13 @@ def flash_attention_2(query, key, value, seen: KeysSeen, scale: float, groups: i
 KERNELS: dict[str, Kernel] = {"sdpa": sdpa, "eager": eager, "flash_attention_2": flash_attention_2}
 
 
+def head_groups(config) -> tuple[int, int]:
+    """A model config's key/value heads and query heads per key/value head (grouped-query attention)."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    return kv_heads, heads // kv_heads
+
+
 # -- the step contexts ----------------------------------------------------------------------------
 class StepContext(Protocol):
     """What every layer of one step is given: which rows are memory tokens, the dtype of the cache, and
@@ -344,9 +351,7 @@ class MemoryAttention(nn.Module):
         self.head_dim: int = base_layer.head_dim
         self.scaling: float = base_layer.scaling
         # grouped-query attention, decided here once: query heads per key/value head, a constant of the layer
-        heads = base_layer.config.num_attention_heads
-        self.num_kv_heads: int = getattr(base_layer.config, "num_key_value_heads", None) or heads
-        self.kv_groups: int = heads // self.num_kv_heads
+        self.num_kv_heads, self.kv_groups = head_groups(base_layer.config)
 
     def _project(self, short: str, hidden: torch.Tensor, parts, rows: RawMemoryRows | None) -> torch.Tensor:
         """Project `hidden` [B, T, D] with the base projection `short`, memory rows with the memory one."""

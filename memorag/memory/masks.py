@@ -113,6 +113,13 @@ def unseen(num_rows: int, capacity: int, device: torch.device, dtype: torch.dtyp
     return torch.full((num_rows, capacity), float("-inf"), dtype=dtype, device=device)
 
 
+def own_columns_bias(lengths: torch.Tensor, columns: int, dtype: torch.dtype) -> torch.Tensor:
+    """[n, columns] additive bias of n sequences in the slots of one buffer, each reading one new token
+    written at column `lengths[i]`: 0 on its columns 0 .. lengths[i], -inf on the rest."""
+    bias = unseen(lengths.shape[0], columns, lengths.device, dtype)
+    return bias.masked_fill(torch.arange(columns, device=lengths.device)[None] <= lengths[:, None], 0)
+
+
 def self_only_bias(first_row: int, num_rows: int, capacity: int, device: torch.device,
                    dtype: torch.dtype) -> torch.Tensor:
     """[num_rows, capacity] additive bias of placeholder rows written at buffer rows `first_row ..`: each

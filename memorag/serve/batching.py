@@ -213,7 +213,7 @@ def decode_in_batches(worker: ModelWorker, memory_model, generator) -> Batcher:
     """A batcher for the memory model's decodings and, when it is a local one, the generator's; both
     models send their greedy decodings to it until `Batcher.stop`."""
     batches = {"memory": DecodeBatch(MemoryRows(memory_model, "shared"), Stops.of(memory_model.stop_ids()))}
-    if isinstance(generator, LocalGenerator):
+    if isinstance(generator, LocalGenerator) and generator.loop_decodes:
         batches["generator"] = DecodeBatch(LanguageModelRows(generator.model),
                                            Stops.of(stop_token_ids(generator.tokenizer, generator.model)),
                                            generator.sampling())

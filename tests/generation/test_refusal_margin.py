@@ -99,3 +99,19 @@ def test_the_server_s_generator_batch_applies_the_margin():
         assert batcher.batches["generator"].sampling == generator.sampling()
     finally:
         batcher.stop()
+
+
+def test_the_server_batches_only_a_generator_the_loop_decodes():
+    """A model of another family keeps transformers' `generate`, one sequence at a time, in the server too."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from memorag.serve.batching import decode_in_batches
+
+    gpt2 = LocalGenerator(GPT2LMHeadModel(GPT2Config(vocab_size=96, n_positions=64, n_embd=32, n_layer=1, n_head=2,
+                                                     bos_token_id=0, eos_token_id=1)).eval(), tiny_tokenizer())
+    batcher = decode_in_batches(type("Worker", (), {})(), tiny_model(), gpt2)
+    try:
+        assert set(batcher.batches) == {"memory"} and gpt2.batcher is None
+        assert gpt2.generate("a b c", max_new_tokens=3) == gpt2.generate("a b c", max_new_tokens=3)
+    finally:
+        batcher.stop()

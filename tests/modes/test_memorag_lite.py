@@ -177,6 +177,32 @@ def test_a_local_generator_reads_the_memory_once_for_every_clue(tmp_path):
         assert answer.raw_clues[kind] == alone  # the reused keys and values give the reply read whole
 
 
+def test_a_local_generator_writes_a_batch_of_gists_in_one_decoding_each_as_alone(tmp_path, monkeypatch):
+    from memorag.generation import LocalGenerator
+    from memorag.runtime.decode_loop import DecodeBatch
+    from tests.pipeline.conftest import tiny_model
+
+    runs = []
+    original = DecodeBatch.run
+    monkeypatch.setattr(DecodeBatch, "run", lambda self, requests, *args: runs.append(len(requests))
+                        or original(self, requests, *args))
+    model = tiny_model()
+    generator = LocalGenerator.from_memory_model(model)
+    rag = make_rag(model, generator=generator, mode="memorag-lite",
+                   lite={"window_tokens": 20, "max_new_tokens": 6, "min_gist_tokens": 2, "batch_size": 4,
+                         "checkpoint_dir": str(tmp_path)})
+    rag.memorize(corpus_documents(), with_memory=False)
+    assert runs == [4, 4, 1]  # 9 windows, 4 at a time
+    gists = rag.memorized.gists.gists
+    assert len({gist.text for gist in gists}) > 1
+    texts = {document.id: document.text for document in corpus_documents()}
+    for gist in gists:
+        window = texts[gist.window.doc_id][gist.window.start_char:gist.window.end_char]
+        alone = generator.generate(prompts.fill(prompts.LITE_GIST, "en", context=window),
+                                   max_new_tokens=gist.max_new_tokens)
+        assert gist.text == alone
+
+
 @pytest.mark.slow
 def test_a_served_generator_writes_the_gists_and_reads_them(tmp_path):
     """Against the tests' fake OpenAI-compatible server: every gist, clue and answer is a request to it;
