@@ -3,14 +3,15 @@
     bible -f "Gen1:1-Deu34:12" > kjv-genesis-deuteronomy.txt
     git worktree add /tmp/before REV
     python benchmarks/lite_gists.py kjv-genesis-deuteronomy.txt --tree before=/tmp/before --tree after=. \\
-        --windows 16 --out ab-16.jsonl
+        --generator embedded-base --out ab.jsonl
 
 Each tree runs `memorag memorize TEXT --set mode=memorag-lite` (the embedded models, the command's defaults)
 in a process of its own, with PYTHONPATH set to the tree and fresh gist-checkpoint and cache folders, so
 every gist is written; `--windows N` first cuts the text after its N-th gist window (the mode's own
-windows). Recorded per tree: the wall time of the command, its peak resident memory, the load average
-before and after, the gists written (compared between the trees) and the command's stderr tail. Trees
-run in the order given; `--rounds 2` runs them again in the reverse order.
+windows); `--generator` is passed to the command of every tree. Recorded per tree: the wall time of the
+command, its peak resident memory, the load average before and after, the gists written (compared between
+the trees) and the command's stderr tail. Trees run in the order given; `--rounds 2` runs them again in the
+reverse order.
 """
 
 from __future__ import annotations
@@ -52,14 +53,14 @@ finally:
 """
 
 
-def run_tree(name: str, tree: Path, text_file: Path, threads: int) -> dict:
+def run_tree(name: str, tree: Path, text_file: Path, threads: int, generator: str | None) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"lite-gists-{name}-") as work:
         env = {**os.environ, "PYTHONPATH": str(tree.resolve()), "MEMORAG_CACHE": str(Path(work) / "cache"),
                "OMP_NUM_THREADS": str(threads)}
         peak_file = Path(work) / "peak_kb"
         command = [sys.executable, "-c", LAUNCH, str(peak_file), "memorize", str(text_file), "--out", str(Path(work) / "save"),
                    "--set", "mode=memorag-lite", "--set", f"lite.checkpoint_dir={Path(work) / 'gists'}",
-                   "--threads", str(threads)]
+                   "--threads", str(threads)] + (["--generator", generator] if generator else [])
         load_before = os.getloadavg()[0]
         start = time.perf_counter()
         done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=None, help="cut the text after this many gist windows")
     parser.add_argument("--rounds", type=int, default=1, help="run the trees this many times, alternating order")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run (default 2)")
+    parser.add_argument("--generator", help="the command's --generator for every tree (default: its own default)")
     parser.add_argument("--out", type=Path, required=True, help="JSON lines, one record per run")
     args = parser.parse_args(argv)
     trees = [(spec.split("=", 1)[0], Path(spec.split("=", 1)[1])) for spec in args.tree]
@@ -92,11 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         text_file.write_text(cut_text(args.text.read_text(encoding="utf-8"), args.windows), encoding="utf-8")
         machine = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                    "text": str(args.text), "characters": len(text_file.read_text(encoding="utf-8")),
-                   "windows": args.windows}
+                   "windows": args.windows, "generator": args.generator}
         with open(args.out, "a", encoding="utf-8") as out:
             for round_index in range(args.rounds):
                 for name, tree in trees if round_index % 2 == 0 else trees[::-1]:
-                    record = {**machine, "round": round_index, **run_tree(name, tree, text_file, args.threads)}
+                    record = {**machine, "round": round_index, **run_tree(name, tree, text_file, args.threads, args.generator)}
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                     out.flush()
                     print(f"{name}: {record['gists']} gists in {record['seconds']} s "

@@ -82,6 +82,16 @@ class MeteredGenerator(WrappedGenerator):
         self.prompt_tokens.append(measured.count)
         return self.inner.generate_measured(measured, max_new_tokens=max_new_tokens, on_text=on_text)
 
+    @property
+    def memory_writer(self) -> Generator:
+        """The inner generator's memory writer, its calls counted here too (one count per ask)."""
+        writer = self.inner.memory_writer
+        if writer is self.inner:
+            return self
+        metered = MeteredGenerator(writer)
+        metered.prompt_tokens = self.prompt_tokens
+        return metered
+
     def count_tokens(self, prompt: str, system: str | None = None) -> int:
         return self.inner.count_tokens(prompt, system)
 
@@ -105,7 +115,8 @@ class MeteredGenerator(WrappedGenerator):
 
     def take(self) -> list[int]:
         """The prompt tokens of each call since the last `take`, and start counting anew."""
-        calls, self.prompt_tokens = self.prompt_tokens, []
+        calls = list(self.prompt_tokens)
+        self.prompt_tokens.clear()  # in place: a memory writer's wrapper counts into the same list
         return calls
 
 

@@ -121,6 +121,13 @@ class Generator(ABC):
         endpoint) its text is sent, the same text that was measured."""
         return self.generate(measured.prompt, system=measured.system, max_new_tokens=max_new_tokens, on_text=on_text)
 
+    @property
+    def memory_writer(self) -> Generator:
+        """The generator that writes text a pipeline reads as memory (the memorag-lite mode's gists and its
+        clues): this one, except for a reader, whose adapter writes answers only and whose base writes the
+        memory (`LocalGenerator`'s `memory_writer`)."""
+        return self
+
     def check(self) -> None:  # noqa: B027 - optional hook; local generators have nothing to check
         """Raise `GeneratorError` now if the generator cannot work (e.g. an unreachable endpoint)."""
 

@@ -7,7 +7,7 @@ from memorag.runtime.placement import Placement
 from .base import Generator, GeneratorError
 from .local import LocalGenerator
 from .openai import OpenAIGenerator
-from .reader_adapter import merge_adapter, reader_name, shared_copy, tuned_refusal_margin
+from .reader_adapter import merge_adapter, plain_copy, reader_name, shared_copy, tuned_refusal_margin
 
 # Names meaning "the memory model's own base model".
 SHARED_NAMES = frozenset({"memory", "memory-model", "shared"})
@@ -90,8 +90,9 @@ def _shared_reader(memory_model, local_kwargs: dict) -> LocalGenerator:
 
     if getattr(memory_model.base_model.config, "quantization_config", None) is not None:
         raise GeneratorError(_QUANTIZED.format(what="the memory model"))
+    writer = LocalGenerator.from_memory_model(memory_model, **_without_margin(local_kwargs))
     return _reader(merge_adapter(shared_copy(memory_model), SHIPPED_READER_DIR), memory_model.tokenizer,
-                   local_kwargs, shared=True)
+                   local_kwargs, writer, shared=True)
 
 
 def _own_reader(generator: LocalGenerator, placement: Placement, local_kwargs: dict) -> LocalGenerator:
@@ -100,10 +101,17 @@ def _own_reader(generator: LocalGenerator, placement: Placement, local_kwargs: d
 
     if placement.quantize:
         raise GeneratorError(_QUANTIZED.format(what="the generator"))
-    return _reader(merge_adapter(generator.model, SHIPPED_READER_DIR), generator.tokenizer, local_kwargs)
+    writer = LocalGenerator(generator.model, generator.tokenizer, generator.name, **_without_margin(local_kwargs))
+    return _reader(merge_adapter(plain_copy(generator.model), SHIPPED_READER_DIR), generator.tokenizer, local_kwargs,
+                   writer)
 
 
-def _reader(model, tokenizer, local_kwargs: dict, shared: bool = False) -> LocalGenerator:
+def _without_margin(local_kwargs: dict) -> dict:
+    """A reader's settings for its base (the memory writer): the refusal margin is the adapter's alone."""
+    return {key: value for key, value in local_kwargs.items() if key != "refusal_margin"}
+
+
+def _reader(model, tokenizer, local_kwargs: dict, writer: LocalGenerator, shared: bool = False) -> LocalGenerator:
     """The shipped reader over `model` (its adapter merged), with the adapter's tuned refusal margin unless
     `local_kwargs` names one; its name says the adapter (its hash) and the margin, so records of two never mix."""
     from memorag.runtime.embedded import EMBEDDED_READER, SHIPPED_READER_DIR
@@ -111,4 +119,5 @@ def _reader(model, tokenizer, local_kwargs: dict, shared: bool = False) -> Local
     margin = local_kwargs.get("refusal_margin")
     margin = tuned_refusal_margin(SHIPPED_READER_DIR) if margin is None else margin
     name = reader_name(EMBEDDED_READER, SHIPPED_READER_DIR) + (f"-margin{margin:g}" if margin else "")
-    return LocalGenerator(model, tokenizer, name=name, shared=shared, **{**local_kwargs, "refusal_margin": margin})
+    return LocalGenerator(model, tokenizer, name=name, shared=shared, writer=writer,
+                          **{**local_kwargs, "refusal_margin": margin})

@@ -65,7 +65,10 @@ class LocalGenerator(Generator):
     reply a reader trained by `train/reader.py` gives when its evidence lacks the answer, when a reply's
     first token is chosen: the reply is then given only where the model prefers it to every answer by
     that margin (in logits). It is tuned on rows we may tune on, as SQuAD v2 systems tune their
-    no-answer threshold (docs/training.md, "The reader")."""
+    no-answer threshold (docs/training.md, "The reader").
+
+    `writer` is the same model without the reader adapter, for a reader: it writes the text a pipeline
+    reads as memory (`memory_writer`: Lite's gists and clues), the adapter only answers."""
 
     def __init__(
         self,
@@ -79,6 +82,7 @@ class LocalGenerator(Generator):
         top_p: float = 1.0,
         repetition_penalty: float = 1.0,
         refusal_margin: float = 0.0,
+        writer: LocalGenerator | None = None,
     ):
         if tokenizer is None:
             raise GeneratorError("a local generator needs the model's tokenizer")
@@ -97,6 +101,7 @@ class LocalGenerator(Generator):
         self.do_sample, self.temperature, self.top_p = do_sample, temperature, top_p
         self.repetition_penalty = repetition_penalty
         self.refusal_margin = refusal_margin
+        self.writer = writer
         self.context_window = getattr(model.config, "max_position_embeddings", None)
         self.prefix_cache = PrefixCache(model)  # see `generate_with_prefix`
         self._prefix_key: tuple[str, str | None] | None = None
@@ -278,6 +283,10 @@ class LocalGenerator(Generator):
             )
         return input_ids
 
+    @property
+    def memory_writer(self) -> LocalGenerator:
+        return self.writer if self.writer is not None else self
+
     def _text(self, ids: list[int]) -> str:
         stream = TextStream(self.tokenizer, None)
         stream.ids = ids
@@ -336,4 +345,6 @@ class LocalGenerator(Generator):
 
     def describe(self) -> dict:
         described = {**super().describe(), "shared_with_memory_model": self.shared}
+        if self.writer is not None:
+            described["memory_writer"] = self.writer.name
         return {**described, "refusal_margin": self.refusal_margin} if self.refusal_margin else described

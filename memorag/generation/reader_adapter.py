@@ -63,16 +63,27 @@ def reader_name(base_name: str, folder: str | os.PathLike[str]) -> str:
 def shared_copy(memory_model) -> nn.Module:
     """A plain causal LM of the memory model's base config whose parameters and buffers are the base's own
     tensors (`MemoryCore.base_tensors`): built on the meta device, so nothing is allocated or copied."""
+    return _over_tensors(memory_model.base_model, memory_model.base_tensors(), memory_model.base_dtype,
+                         memory_model.name)
+
+
+def plain_copy(model: nn.Module) -> nn.Module:
+    """A second causal LM holding `model`'s own tensors (nothing copied), so that merging an adapter into it
+    leaves `model` as it is."""
+    tensors = dict([*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)])
+    return _over_tensors(model, tensors, next(model.parameters()).dtype, type(model).__name__)
+
+
+def _over_tensors(base: nn.Module, tensors: dict[str, torch.Tensor], dtype: torch.dtype, what: str) -> nn.Module:
+    """A causal LM of `base`'s config built on the meta device, its parameters and buffers `tensors`."""
     from transformers import AutoModelForCausalLM
 
-    base = memory_model.base_model
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(base.config, dtype=memory_model.base_dtype)
-    tensors = memory_model.base_tensors()
+        model = AutoModelForCausalLM.from_config(base.config, dtype=dtype)
     expected = {name for name, _ in (*model.named_parameters(remove_duplicate=False),
                                      *model.named_buffers(remove_duplicate=False))}
     if expected != set(tensors):
-        raise GeneratorError(f"the base of {memory_model.name} does not match its config's model "
+        raise GeneratorError(f"the base of {what} does not match its config's model "
                              f"({sorted(expected ^ set(tensors))[:3]}); name a generator model instead")
     for name, tensor in tensors.items():
         owner, _, leaf = name.rpartition(".")

@@ -8,7 +8,8 @@ memory in the same user turn (`memorag.prompting.prompts`, LITE_*). The pipeline
 (`MemoRAG.ensure_gists`, `memorag.lite`) and saves them with the corpus; this mode reads them.
 Everything after the clues is the memorag mode's: the same clue parsing, evidence rule, answer prompt,
 tasks and settings. It needs no memory model training: any generator the pipeline can use writes the
-gists and reads them, up to the texts whose gists fit its positions.
+gists and reads them, up to the texts whose gists fit its positions. A reader (the embedded generator with
+its adapter) only answers: its base, `Generator.memory_writer`, writes the gists and the clues.
 """
 
 from __future__ import annotations
@@ -54,12 +55,13 @@ class MemoRAGLiteMode(MemoRAGMode):
 
     def write_clues(self, context: ModeContext, query: str, task: str, language: str,
                     show_progress: bool = False, decoding: str = "batch") -> tuple[list[str], dict[str, str]]:
-        """The reference's clue prompts answered over the gist memory, one after another (a local generator
-        reads the memory once for all; `decoding` is checked and `show_progress` accepted, as `memorag`
-        takes them; neither changes it)."""
+        """The reference's clue prompts answered over the gist memory by the generator's memory writer (a
+        reader's base: the clues are the memory's, as the memorag mode's are the memory model's), one after
+        another (a local generator reads the memory once for all; `decoding` is checked and `show_progress`
+        accepted, as `memorag` takes them; neither changes it)."""
         check_decoding(decoding)
         requests = lite_clue_requests(context.settings, query, task, language)
-        replies = context.gists.replies(context.generator, [prompt for prompt, _ in requests.values()],
+        replies = context.gists.replies(context.generator.memory_writer, [prompt for prompt, _ in requests.values()],
                                         context.settings.clue_max_new_tokens, language)
         raw = dict(zip(requests, replies, strict=True))
         return clues_from_replies(requests, raw, query, context.settings), raw

@@ -383,11 +383,12 @@ class MemoRAG:
         language = self.config.language if self.config.language != "auto" else detect_language(missing[0].text[:1024])
         windows = gist_windows(missing, self.tokenizer, settings.window_tokens)
         reply_tokens = max(self.config.clue_max_new_tokens, self.config.answer_max_new_tokens)
-        budget = plan_gist_budget(self.generator, windows, memory, settings, reply_tokens, language)
+        writer = self.generator.memory_writer  # a reader's base: its adapter writes answers only
+        budget = plan_gist_budget(writer, windows, memory, settings, reply_tokens, language)
         texts = {document.id: document.text for document in missing}
-        checkpoint = GistCheckpoint(settings.checkpoint_dir, self.generator.name, budget.per_gist, language)
+        checkpoint = GistCheckpoint(settings.checkpoint_dir, writer.name, budget.per_gist, language)
         written = write_gists(windows, [texts[window.doc_id][window.start_char:window.end_char] for window in windows],
-                              self.generator, budget.per_gist, checkpoint=checkpoint, batch_size=settings.batch_size,
+                              writer, budget.per_gist, checkpoint=checkpoint, batch_size=settings.batch_size,
                               language=language, show_progress=show_progress)
         return memory.extended(written)
 

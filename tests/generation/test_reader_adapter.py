@@ -113,3 +113,31 @@ def test_the_shipped_reader_fits_the_embedded_lm_and_changes_only_its_adapted_pr
     files = [path for path in embedded.SHIPPED_READER_DIR.rglob("*") if path.is_file()]
     assert max(path.stat().st_size for path in files) < 5 * 10**6  # no file of the repository above 5 MB
     assert sum(path.stat().st_size for path in files) < 5.3 * 10**6  # rank 8 on 7 projections x 30 layers: 4.9 MB
+
+
+def test_a_reader_s_memory_writer_is_its_base_without_the_adapter(tmp_path, monkeypatch):
+    """The adapter writes answers only: the text read as memory (Lite's gists and clues) is the base's."""
+    from memorag.generation import LocalGenerator
+
+    model = tiny_model()
+    model.name = embedded.EMBEDDED_LM
+    make_adapter(model, tmp_path)
+    monkeypatch.setattr(embedded, "SHIPPED_READER_DIR", tmp_path)
+    reader = load_generator(None, memory_model=model, repetition_penalty=1.2, refusal_margin=2.0)
+    writer = reader.memory_writer
+    assert writer is not reader and writer.model is model.base_model and writer.name == embedded.EMBEDDED_LM
+    assert writer.refusal_margin == 0 and writer.repetition_penalty == 1.2 and writer.memory_writer is writer
+    assert reader.describe()["memory_writer"] == embedded.EMBEDDED_LM
+    base = load_generator("embedded-base", memory_model=model)
+    assert base.memory_writer is base
+    # a reader loaded beside another memory model merges into a copy: the plain model it came from writes
+    plain = LocalGenerator(shared_copy(tiny_model()), model.tokenizer, name="plain")
+    before = {name: tensor.clone() for name, tensor in plain.model.state_dict().items()}
+    from memorag.generation.loader import _own_reader
+    from memorag.runtime.placement import Placement
+
+    own = _own_reader(plain, Placement.resolve("cpu"), {})
+    assert own.memory_writer.model is plain.model and own.model is not plain.model
+    assert all(torch.equal(before[name], tensor) for name, tensor in plain.model.state_dict().items())
+    ids = torch.tensor([[2, 5, 9, 14, 3, 7, 11, 4]])
+    assert not torch.allclose(logits(own.model, ids), logits(plain.model, ids), atol=1e-3)

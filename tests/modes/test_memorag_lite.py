@@ -249,3 +249,40 @@ def test_memorize_in_the_lite_mode_builds_no_beacon_memory_unless_asked(tmp_path
     both = lite_rag(tmp_path / "both")
     both.memorize(corpus_documents(), with_memory=True)
     assert both.memory is not None and len(both.memorized.gists) == 9
+
+
+class FakeReader(FakeGistGenerator):
+    """A fake reader: its replies are answers; its `memory_writer`, another fake, writes gists and clues."""
+
+    name = "fake-reader"
+
+    def __init__(self):
+        super().__init__(reply="the reader's answer")
+        self.writer = FakeGistGenerator(reply="a clue of the writer")
+
+    @property
+    def memory_writer(self):
+        return self.writer
+
+
+def test_a_reader_s_memory_writer_writes_the_gists_and_the_clues_and_the_reader_answers(tmp_path):
+    reader = FakeReader()
+    rag = lite_rag(tmp_path, reader)
+    rag.memorize(corpus_documents(), with_memory=False)
+    answer = rag.ask(topic(1, 6))
+    assert reader.writer.gists_written == 9 and reader.gists_written == 0
+    assert {gist.writer for gist in rag.memorized.gists.gists} == {"fake-gists"}
+    assert set(answer.raw_clues.values()) == {"a clue of the writer"} and answer.answer == "the reader's answer"
+    assert all(not prompt.startswith(rag.memorized.gists.prefix()) for prompt in reader.prompts)
+
+
+def test_a_metered_reader_counts_its_memory_writer_s_calls_in_the_same_ask():
+    from memorag.evaluation.measure import MeteredGenerator
+
+    metered = MeteredGenerator(FakeReader())
+    metered.memory_writer.generate("one two three")
+    metered.generate("four five")
+    assert metered.take() == [3, 2] and metered.take() == []
+    metered.memory_writer.generate("six")
+    assert metered.take() == [1]
+    assert MeteredGenerator(FakeGistGenerator()).memory_writer.inner.name == "fake-gists"
