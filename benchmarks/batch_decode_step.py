@@ -42,15 +42,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 class PromptCatcher:
-    """Stands in for the server's batcher for one ask: keeps the prompts, decodes them alone as the model would."""
+    """Stands in for one of the server's batches for one ask (a `SharedBatch`): keeps the prompts, decodes
+    them alone as the model would."""
 
-    def __init__(self, decode_alone):
-        self.decode_alone = decode_alone
-        self.prompts: dict[str, list] = {"memory": [], "generator": []}
+    def __init__(self, batch: str, decode_alone):
+        self.batch, self.decode_alone = batch, decode_alone
+        self.prompts: list = []
 
-    def decode(self, batch: str, prompts, max_new_tokens: int, on_token=None):
-        self.prompts[batch].extend(prompts)
-        return self.decode_alone(batch, prompts, max_new_tokens, on_token)
+    def decode(self, prompts, max_new_tokens: int, on_token=None):
+        self.prompts.extend(prompts)
+        return self.decode_alone(self.batch, prompts, max_new_tokens, on_token)
 
 
 def timed_batch(rows, prompts: list, steps: int) -> dict:
@@ -88,12 +89,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def decode_alone(batch, prompts, max_new_tokens, on_token):
         if batch == "memory":
-            memory_model.batcher = None
-            try:
-                return memory_model.generate_ids_batch([ids for ids, _ in prompts], prompts[0][1], max_new_tokens,
-                                                       on_token=on_token)
-            finally:
-                memory_model.batcher = catcher
+            return memory_model.generate_ids_batch([ids for ids, _ in prompts], prompts[0][1], max_new_tokens,
+                                                   on_token=on_token)
         batch = DecodeBatch(LanguageModelRows(generator.model), Stops.of(stop_token_ids(generator.tokenizer, generator.model)),
                             Sampling(repetition_penalty=generator.repetition_penalty))  # one request, as the server's batcher decodes it
         batch.join(0, prompts[0], max_new_tokens)
@@ -102,15 +99,16 @@ def main(argv: list[str] | None = None) -> int:
             if ended:
                 return [ended[0].new_ids]
 
-    catcher = PromptCatcher(decode_alone)
-    memory_model.batcher = generator.batcher = catcher
+    catchers = {name: PromptCatcher(name, decode_alone) for name in ("memory", "generator")}
+    store.decode_through({"memory_model": memory_model.decoding_through(catchers["memory"]),
+                          "generator": generator.decoding_through(catchers["generator"])})
     stages = {}
     for mode in ("memorag", "rag"):
         answer = store.ask("demo", "Who raised Esther?", mode=mode)
         stages[mode] = answer.timings
-    memory_model.batcher = generator.batcher = None
-    clue_prompts = catcher.prompts["memory"]
-    answer_prompt = catcher.prompts["generator"][0]
+    store.decode_through(None)
+    clue_prompts = catchers["memory"].prompts
+    answer_prompt = catchers["generator"].prompts[0]
 
     records = []
     for size in args.sizes:

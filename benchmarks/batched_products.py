@@ -54,7 +54,8 @@ def clue_stage_rounds(rounds: int) -> None:
     replies = {}
 
     def measure(label: str, round_index: int) -> float:
-        with patch.object(linear, "rounds_as_alone", return_value=False) if label == BEFORE else nullcontext():
+        with (patch.object(linear.RoundingVerdicts, "rounds_as_alone", return_value=False) if label == BEFORE
+              else nullcontext()):
             started = time.perf_counter()
             _, raw = handler.write_clues(context, QUESTION, "memorag", language)
             seconds = time.perf_counter() - started

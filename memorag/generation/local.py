@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -10,7 +11,7 @@ import torch
 
 from memorag.memory.plain_decoder import decodes_plainly
 from memorag.runtime.cache_argument import cache_kwargs
-from memorag.runtime.decode_loop import DecodeBatch, Request, Sampling, Stops
+from memorag.runtime.decode_loop import DecodeBatch, Request, Sampling, SharedBatch, Stops
 from memorag.runtime.stop_tokens import stop_token_ids
 
 from .base import Generator, GeneratorError, PromptTokens
@@ -106,16 +107,22 @@ class LocalGenerator(Generator):
         self.prefix_cache = PrefixCache(model)  # see `generate_with_prefix`
         self._prefix_key: tuple[str, str | None] | None = None
         self._prefix_token_ids: list[int] = []
-        # Set by a server that decodes many requests together (memorag.serve.batching.Batcher): greedy
-        # generations without a cached prefix go to its "generator" batch (with this repetition penalty)
-        # instead of `generate`.
-        self.batcher: Any = None
+        self.shared_batch: SharedBatch | None = None  # set on a view only (`decoding_through`)
 
     @classmethod
     def from_memory_model(cls, memory_model, **kwargs) -> LocalGenerator:
         """The memory model's own base model: its attention modules behave as the base's
         when no memory is given, so the weights are shared, never copied."""
         return cls(memory_model.base_model, memory_model.tokenizer, name=memory_model.name, shared=True, **kwargs)
+
+    def decoding_through(self, shared: SharedBatch) -> LocalGenerator:
+        """A view of this generator (the same model, tokenizer and settings; this one is not changed) whose
+        greedy replies without a cached prefix go to `shared`, a running batch that other callers' prompts
+        join (the server's, memorag/serve/batching.py); it must decode as this generator does (its stops,
+        its `sampling()`)."""
+        view = copy.copy(self)
+        view.shared_batch = shared
+        return view
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike[str], *, device: str = "auto", dtype: Any = "auto",
@@ -258,15 +265,15 @@ class LocalGenerator(Generator):
 
     def _generate(self, input_ids: torch.Tensor, max_new_tokens: int, on_text: Callable[[str], None] | None,
                   cache=None) -> str:
-        """The reply to `input_ids` [1, T]: through the server's batch when one is attached (greedy, no cached
+        """The reply to `input_ids` [1, T]: through the shared batch of a `decoding_through` view (greedy, no cached
         prefix), else through the one decode loop for a supported family (`loop_decodes`), else one
         sequence through transformers' `generate` (any other model, or a cached prefix)."""
         self._checked_ids(input_ids, max_new_tokens)
         stream = TextStream(self.tokenizer, on_text)
         prompt = input_ids[0].tolist()
-        if self.batcher is not None and cache is None and not self.do_sample:
-            stream.ids = self.batcher.decode("generator", [prompt], max_new_tokens,
-                                             on_token=lambda token: stream.push([token]))[0]
+        if self.shared_batch is not None and cache is None and not self.do_sample:
+            stream.ids = self.shared_batch.decode([prompt], max_new_tokens,
+                                                  on_token=lambda token: stream.push([token]))[0]
         elif cache is None and self.loop_decodes:
             batch = DecodeBatch(LanguageModelRows(self.model), Stops.of(self._stop_ids()), self.sampling())
             stream.ids = batch.run([Request(0, prompt, max_new_tokens, on_token=lambda token: stream.push([token]))])[0]

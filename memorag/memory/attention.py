@@ -2,7 +2,7 @@
 
 `MemoryAttention` keeps the family's own attention as `base_layer` (frozen) and adds the
 memory projections (`memory.q/k/v[/o]`, copies of the base projections). It holds no state:
-each call receives a `StepContext` (through the decoder layer's **kwargs, as `memory_step`)
+each call receives a `StepContext` (from the decoder block, `attention.decoder_block`, as `memory_step`)
 that says which of the step's rows are memory tokens (raw and memory rows come interleaved,
 in sequence order; raw rows use the base projections, memory rows the memory projections,
 each computed only for its own rows) and where its keys and values go. Without a context it
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,7 +33,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from .cache import MemoryCache
 from .families import Family
-from .linear import is_plain_linear, sequences_alone
+from .linear import RoundingVerdicts, SequenceRows, is_plain_linear, project
 from .masks import RawMemoryRows, full_mask
 
 
@@ -245,8 +244,8 @@ class PackedStepRows:
     Sequences that continue one memory differ in length, so each reaches its memory-token rows
     and its window's end at its own step, at its own positions: instead of padding them to one
     shape, their rows are packed, each layer runs once over all rows, and attention runs per
-    sequence over its own cache (`PackedSequencesStep`). With `exact` (`linears`), every plain linear layer
-    rounds each sequence's rows as alone (memory/linear.py): a reply decoded in a batch then equals
+    sequence over its own cache (`PackedSequencesStep`). Given `sequence_rows` (an exact batch), every linear
+    layer rounds each sequence's rows as alone (memory/linear.py): a reply decoded in a batch then equals
     the one decoded alone token for token. Without it, each matrix product is shared by all rows
     (faster where the per-sequence products are slow), and a reply can differ where two tokens
     (nearly) tie."""
@@ -280,15 +279,14 @@ class PackedStepRows:
         context = PackedSequencesStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
         return cls(parts, bounds, hidden, positions, (cos, sin), context)
 
-    def linears(self, exact: bool) -> AbstractContextManager:
-        """Where the packed rows run through the layers: with `exact`, each plain linear layer per sequence."""
-        if not exact:
-            return nullcontext()
-        splits = {self.bounds[-1]: self.bounds}  # all rows; the raw rows and the memory rows when projected apart
+    def sequence_rows(self, verdicts: RoundingVerdicts) -> SequenceRows:
+        """How the packed rows split by sequence, for products that round each one as alone (memory/linear.py):
+        all rows, and the raw rows and the memory rows where they are projected apart."""
+        splits = {self.bounds[-1]: self.bounds}
         if self.context.rows is not None:
             splits = _add_split(splits, _bounds([part.num_rows - part.num_memory for part in self.parts]))
             splits = _add_split(splits, _bounds([part.num_memory for part in self.parts]))
-        return sequences_alone(splits)
+        return SequenceRows(splits, verdicts)
 
     def unpack(self, out: torch.Tensor) -> list[torch.Tensor]:
         """The layers' output over the packed rows -> each sequence's raw rows [1, n_i, D]."""
@@ -353,13 +351,15 @@ class MemoryAttention(nn.Module):
         # grouped-query attention, decided here once: query heads per key/value head, a constant of the layer
         self.num_kv_heads, self.kv_groups = head_groups(base_layer.config)
 
-    def _project(self, short: str, hidden: torch.Tensor, parts, rows: RawMemoryRows | None) -> torch.Tensor:
-        """Project `hidden` [B, T, D] with the base projection `short`, memory rows with the memory one."""
+    def _project(self, short: str, hidden: torch.Tensor, parts, rows: RawMemoryRows | None,
+                 sequences: SequenceRows | None) -> torch.Tensor:
+        """Project `hidden` [B, T, D] with the base projection `short`, memory rows with the memory one; with
+        `sequences`, each sequence's rows as alone (memory/linear.py)."""
         base = getattr(self.base_layer, self.projection_names["qkvo".index(short)])
         if rows is None or short not in self.memory:
-            return base(hidden)
+            return project(base, hidden, sequences)
         raw, memory = parts
-        return rows.merge(base(raw), self.memory[short](memory))
+        return rows.merge(project(base, raw, sequences), project(self.memory[short], memory, sequences))
 
     def forward(
         self,
@@ -367,6 +367,7 @@ class MemoryAttention(nn.Module):
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
         memory_step: StepContext | None = None,
+        sequences: SequenceRows | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, None]:
         if memory_step is None:
@@ -377,9 +378,9 @@ class MemoryAttention(nn.Module):
         rows = memory_step.rows
         parts = rows.split(hidden_states) if rows is not None else None
         dtype = memory_step.dtype or hidden_states.dtype  # memory projections may be kept in fp32
-        query = self._project("q", hidden_states, parts, rows).view(shape).to(dtype)  # [B, T, H, d]
-        key = self._project("k", hidden_states, parts, rows).view(shape).to(dtype)  # [B, T, H_kv, d]
-        value = self._project("v", hidden_states, parts, rows).view(shape).transpose(1, 2).to(dtype)
+        query = self._project("q", hidden_states, parts, rows, sequences).view(shape).to(dtype)  # [B, T, H, d]
+        key = self._project("k", hidden_states, parts, rows, sequences).view(shape).to(dtype)  # [B, T, H_kv, d]
+        value = self._project("v", hidden_states, parts, rows, sequences).view(shape).transpose(1, 2).to(dtype)
         if self.qk_norms is not None:
             query = getattr(self.base_layer, self.qk_norms[0])(query)
             key = getattr(self.base_layer, self.qk_norms[1])(key)
@@ -388,4 +389,23 @@ class MemoryAttention(nn.Module):
         query, key = apply_rope(query, cos, sin), apply_rope(key, cos, sin)
         out = memory_step.attend(self, query, key, value).reshape(batch, num_rows, -1)  # [B, T, H * d]
         out_parts = rows.split(out) if rows is not None and "o" in self.memory else None
-        return self._project("o", out, out_parts, rows), None
+        return self._project("o", out, out_parts, rows, sequences), None
+
+
+# -- the decoder block ------------------------------------------------------------------------------
+def decoder_block(family: Family, layer: nn.Module, hidden: torch.Tensor,
+                  attend: Callable[[torch.Tensor], torch.Tensor], sequences: SequenceRows | None = None
+                  ) -> torch.Tensor:
+    """One decoder layer over `hidden` [B, T, D], the layer's forward for every supported family (the memory
+    model's and the plain decoder's): `attend(normed rows)` -> the attention's output [B, T, D] (the caller's
+    attention and its context), then the gated MLP, each added to the residual, in the order of operations
+    of transformers' Llama, Mistral, Qwen2 and Qwen3 layers (so the results are theirs bit for bit). It is
+    ours so that an exact batch's split (`sequences`: each sequence's rows through every MLP product as
+    alone, memory/linear.py) is an argument; transformers keeps the modules, weights and configuration."""
+    before_attention, before_mlp = (getattr(layer, name) for name in family.norms)
+    hidden = hidden + attend(before_attention(hidden))
+    mlp_name, gate, up, down = family.mlp
+    mlp = getattr(layer, mlp_name)
+    normed = before_mlp(hidden)
+    gated = mlp.act_fn(project(getattr(mlp, gate), normed, sequences)) * project(getattr(mlp, up), normed, sequences)
+    return hidden + project(getattr(mlp, down), gated, sequences)

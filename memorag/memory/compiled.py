@@ -10,24 +10,23 @@ graph for a step of one raw row and one for a step that also brings a memory row
 after token; on CUDA with `mode="reduce-overhead"` each is replayed as a CUDA graph, the buffers
 marked as static addresses so that the in-place writes stay in place.
 
-**A window's layers, compiled one by one** (`CompiledLayers`), for memorizing and training. In
+**A window's layers, each through the compiled block** (`CompiledLayers`), for memorizing and training. In
 eager mode each layer is about fifty kernels of which only the matrix products and attention do
 real work (norms, rotary embedding, the split and merge of raw and memory rows, the MLP's
 activation, residual adds); on a GPU those small kernels take a large share of a window's time,
 and the compiler fuses them into a few, forward and backward. The attention over the cache stays
 eager (its cache write and key count change from window to window: `ValidRowsStep.attend` is
-excluded from compilation), so each layer compiles as a few graphs around that one break. All
-layers are instances of one class with weights of one shape, so the graphs are compiled once and
-shared by every layer; a new number of rows per step (a window's last, shorter piece) compiles
-one more set.
+excluded from compilation), so the block compiles as a few graphs around that one break. Every
+layer is an argument of the one compiled block, with weights of one shape, so the graphs are
+compiled once and shared by every layer; a new number of rows per step (a window's last, shorter
+piece) compiles one more set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
-from torch import nn
 
 from .attention import WholeBufferStep
 
@@ -65,22 +64,18 @@ class CompiledDecoding:
 
 
 class CompiledLayers:
-    """The decoder layers, each wrapped by `torch.compile` (the layers themselves are not changed, so
-    their weights, names and state dict stay the model's). `mode`, `backend` and `dynamic` are
-    `torch.compile`'s. A compile error is raised at the first window; past torch's recompile limit (many
-    distinct row counts, e.g. sequences of many lengths) a layer runs eager again, with torch's warning."""
+    """The decoder block (`attention.decoder_block`) through `torch.compile`, for every layer: the layers
+    themselves are not changed, so their weights, names and state dict stay the model's, and as each layer is
+    an argument of one compiled function, its graphs are compiled once and shared by every layer. `mode`,
+    `backend` and `dynamic` are `torch.compile`'s. A compile error is raised at the first window; past torch's
+    recompile limit (many distinct row counts, e.g. sequences of many lengths) the block runs eager again,
+    with torch's warning."""
 
-    def __init__(self, layers: nn.ModuleList, mode: str | None = None, backend: str = "inductor",
+    def __init__(self, block: Callable, mode: str | None = None, backend: str = "inductor",
                  dynamic: bool | None = None) -> None:
         if mode in ("reduce-overhead", "max-autotune"):
             raise ValueError(f"mode={mode!r}: a window step's graphs cannot replay as CUDA graphs (its attention "
                              "runs between them, eager); use the default mode or 'max-autotune-no-cudagraphs'")
         self.mode = mode
         self.backend = backend
-        self._layers = [torch.compile(layer, mode=mode, backend=backend, dynamic=dynamic) for layer in layers]
-
-    def __iter__(self) -> Iterator[nn.Module]:
-        return iter(self._layers)
-
-    def __len__(self) -> int:
-        return len(self._layers)
+        self.block = torch.compile(block, mode=mode, backend=backend, dynamic=dynamic)

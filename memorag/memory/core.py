@@ -37,12 +37,13 @@ from .attention import (
     ValidRowsStep,
     WholeBufferStep,
     apply_rope,
+    decoder_block,
 )
 from .cache import Allocation, MemoryCache
 from .compiled import CompiledDecoding, CompiledLayers
 from .config import MemoryConfig
 from .families import family_of
-from .linear import MemoryLinear, sequences_alone, use_memory_linears
+from .linear import RoundingVerdicts, SequenceRows, project
 from .masks import RawMemoryRows, bucket_bias, compaction_rows, piece_mask, raw_memory_rows
 from .schedule import (
     ContextTooLongError,
@@ -94,7 +95,7 @@ class MemoryCore(nn.Module):
         init_id = special_token_id(tokenizer, base_model, self.config.embed_init)
         embedding = self.embed_tokens.weight[init_id].detach().clone()
         self.memory_embedding = nn.Parameter(embedding, requires_grad=True)  # [D]
-        use_memory_linears(self)  # a packed batch's sequences round as alone (memory/linear.py)
+        self.rounding = RoundingVerdicts()  # which batched products round as alone (memory/linear.py)
         self.gradient_checkpointing = False
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
@@ -234,9 +235,8 @@ class MemoryCore(nn.Module):
             outputs = [part.raw(out) if keep_hidden else None]
         else:
             packed = PackedStepRows.of(parts, self.rotary, self.base_dtype)
-            with packed.linears(exact):
-                out = self.run_layers(packed.hidden, packed.positions, packed.context, packed.position_embeddings,
-                                      compiled=kind == "window")
+            out = self.run_layers(packed.hidden, packed.positions, packed.context, packed.position_embeddings,
+                                  compiled=kind == "window", sequences=packed.sequence_rows(self.rounding) if exact else None)
             outputs = packed.unpack(out) if keep_hidden else [None] * len(parts)
         for item in inputs:
             self.finish_piece(item)
@@ -289,15 +289,20 @@ class MemoryCore(nn.Module):
 
     def run_layers(self, hidden: torch.Tensor, positions: torch.Tensor, context,
                    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
-                   compiled: bool = False) -> torch.Tensor:
-        """The decoder layers over a step's rows [B, T, D] at `positions` [1, T] with its context; `compiled`:
-        through the compiled layers where `compile_windows` made them."""
+                   compiled: bool = False, sequences: SequenceRows | None = None) -> torch.Tensor:
+        """The decoder layers (`attention.decoder_block`) over a step's rows [B, T, D] at `positions` [1, T]
+        with its context; `compiled`: through the compiled block where `compile_windows` made it; `sequences`:
+        an exact batch's rows by sequence (memory/linear.py)."""
         if position_embeddings is None:
             position_embeddings = self.rotary(hidden, positions)
-        layers = self._compiled_layers if compiled and self._compiled_layers is not None else self.layers
-        for layer in layers:
-            hidden = layer(hidden, attention_mask=None, position_ids=positions,
-                           position_embeddings=position_embeddings, memory_step=context)
+        block = self._compiled_layers.block if compiled and self._compiled_layers is not None else decoder_block
+        for layer in self.layers:
+            attention = getattr(layer, self.family.attention)
+
+            def attend(normed: torch.Tensor, attention=attention) -> torch.Tensor:
+                return attention(normed, position_embeddings, memory_step=context, sequences=sequences)[0]
+
+            hidden = block(self.family, layer, hidden, attend, sequences)
         return hidden
 
     def run_decoding(self, hidden: torch.Tensor, positions: torch.Tensor, context: WholeBufferStep) -> torch.Tensor:
@@ -370,7 +375,7 @@ class MemoryCore(nn.Module):
         and MLP become a few fused kernels. `mode`, `backend` and `dynamic` are `torch.compile`'s;
         `enabled=False` goes back to the eager layers. Results equal the eager layers' up to the compiler's
         fusion of floating-point operations."""
-        self._compiled_layers = CompiledLayers(self.layers, mode, backend, dynamic) if enabled else None
+        self._compiled_layers = CompiledLayers(decoder_block, mode, backend, dynamic) if enabled else None
 
     @property
     def windows_compiled(self) -> bool:
@@ -382,14 +387,10 @@ class MemoryCore(nn.Module):
         return self.lm_head(self.final_norm(hidden))
 
     def logits_alone(self, hidden: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """`[self.logits(h) for h in hidden]` ([1, D] each), each rounded as alone (memory/linear.py); the
-        final norm runs once over all rows. A head that is not a `MemoryLinear` (a quantized one) takes each
-        row alone."""
-        if type(self.lm_head) is not MemoryLinear:
-            return [self.logits(states) for states in hidden]
+        """`[self.logits(h) for h in hidden]` ([1, D] each), each row's head product rounded as alone
+        (memory/linear.py); the final norm runs once over all rows."""
         rows = torch.cat([self.final_norm(states) for states in hidden])  # [n, D]
-        with sequences_alone({rows.shape[0]: list(range(rows.shape[0] + 1))}):
-            return list(self.lm_head(rows).split(1))
+        return list(project(self.lm_head, rows, SequenceRows.one_each(rows.shape[0], self.rounding)).split(1))
 
 
 def special_token_id(tokenizer, base_model, which: str) -> int:

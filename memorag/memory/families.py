@@ -4,6 +4,8 @@ One implementation serves every family; what differs between them is data here
 (module paths, per-head q/k norms, how a sliding window is switched on), never a
 copy of modeling code. Biases need no entry: memory projections are copies of the
 base projections, biases included.
+The layer's forward for all of them is one decoder block (`attention.decoder_block`), which reads the
+norms and the MLP where the family keeps them (`norms`, `mlp`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class Family:
     lm_head: str = "lm_head"
     projections: tuple[str, str, str, str] = ("q_proj", "k_proj", "v_proj", "o_proj")
     qk_norms: tuple[str, str] | None = None  # per-head norms applied after projection, before RoPE
+    norms: tuple[str, str] = ("input_layernorm", "post_attention_layernorm")  # before attention, before the MLP
+    mlp: tuple[str, str, str, str] = ("mlp", "gate_proj", "up_proj", "down_proj")  # down(act(gate(x)) * up(x))
     sliding_window_switch: str | None = None  # config flag that turns `sliding_window` on, if any
 
 
@@ -55,4 +59,5 @@ def family_of(config) -> Family:
             "attends over the whole memory. Load it with sliding_window=None (or use_sliding_window=False)."
         )
     return family
+
 

@@ -26,7 +26,6 @@ import torch
 from torch import nn
 
 from .core import MemoryCore
-from .linear import MemoryLinear, use_memory_linears
 
 ADAPTER = "default"
 FULL = {"kind": "full"}
@@ -84,7 +83,6 @@ def apply_lowrank(model: MemoryCore, rank: int, alpha: float | None = None) -> M
         for short in targets:
             _freeze_as_buffers(attention.memory[short].base_layer)
             attention.memory[short].to(model.memory_embedding.device)
-    use_memory_linears(model)  # the LoRA factors too: each sequence alone in a packed batch (memory/linear.py)
     model.memory_parameters_changed()
     return model
 
@@ -117,8 +115,8 @@ def merge_lowrank(model: MemoryCore) -> MemoryCore:
     """Fold every LoRA update into a full copy (`copy + B A * scale`): full projections again."""
     for memory, short, layer in _lora_layers(model):
         base = layer.base_layer
-        merged = MemoryLinear(base.in_features, base.out_features, bias=base.bias is not None,
-                              device=base.weight.device, dtype=base.weight.dtype)
+        merged = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None,
+                           device=base.weight.device, dtype=base.weight.dtype)
         merged.weight.copy_(base.weight + layer.get_delta_weight(ADAPTER).to(base.weight.dtype))
         if base.bias is not None:
             merged.bias.copy_(base.bias)

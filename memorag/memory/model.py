@@ -8,6 +8,7 @@ what a user calls: loading (memory/loading.py), memorizing (memory/memorizing.py
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from memorag.prompting.chat_layout import prompt_ids
-from memorag.runtime.decode_loop import Sampling
+from memorag.runtime.decode_loop import Sampling, SharedBatch
 from memorag.runtime.stop_tokens import stop_token_ids
 
 from .checkpoint import save_memory_weights
@@ -34,9 +35,7 @@ __all__ = ["ContextTooLongError", "MemoryModel", "MemoryModelOutput"]
 class MemoryModel(MemoryCore):
     """A frozen causal LM plus memory parameters; see `from_pretrained`."""
 
-    # Set by a server that decodes many requests together (memorag.serve.batching.Batcher): greedy
-    # decodings go to its "memory" batch (`memorag.memory.decoding.MemoryRows`) instead of `decode`.
-    batcher = None
+    shared_batch: SharedBatch | None = None  # set on a view only (`decoding_through`)
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -174,10 +173,18 @@ class MemoryModel(MemoryCore):
         ids_per_prompt = [self.prompt_ids(prompt, memory) for prompt in prompts]
         if not all(ids_per_prompt):
             raise ValueError("the prompt is empty")
-        if self.batcher is not None and not (do_sample and temperature > 0) and not generate_kwargs:
-            return self.batcher.decode("memory", [(ids, memory) for ids in ids_per_prompt], max_new_tokens, on_token)
+        if self.shared_batch is not None and not (do_sample and temperature > 0) and not generate_kwargs:
+            return self.shared_batch.decode([(ids, memory) for ids in ids_per_prompt], max_new_tokens, on_token)
         return decode(self, ids_per_prompt, memory, max_new_tokens, Sampling(do_sample, temperature, top_p, seed=seed),
                       on_token, generate_kwargs, exact=exact)
+
+    def decoding_through(self, shared: SharedBatch) -> MemoryModel:
+        """A view of this model (the same modules, weights and settings; this one is not changed) whose greedy
+        decodings without other options go to `shared`, a running batch that other callers' prompts join
+        (the server's, memorag/serve/batching.py); sampled ones, and any with options, run here."""
+        view = copy.copy(self)  # a shallow copy: the modules, parameters and buffers are this model's own
+        view.shared_batch = shared
+        return view
 
     def generate(self, prompt, memory: Memory | None = None, max_new_tokens: int = 128, **kwargs) -> str:
         """Continue from `memory` (never changed; one memory serves many prompts) and `prompt`; takes

@@ -3,8 +3,8 @@
 
 transformers keeps the configuration, the weights (each layer's norms, projections and MLP, called as its
 own modules, so a reader adapter merged into copies of projections is read as it is) and the rotary table;
-the layer's forward is ours, and the option the families differ in (Qwen3's per-head q/k norms) is read
-from `families.py`. Sequences are the slots of one buffer per layer (`KVSlots`, [S, H_kv, C, d]): a
+the layer's forward is ours (`attention.decoder_block`, the memory model's block, given this decoder's
+attention), and the option the families differ in (Qwen3's per-head q/k norms) is read from `families.py`. Sequences are the slots of one buffer per layer (`KVSlots`, [S, H_kv, C, d]): a
 sequence's keys are its slot's first columns, at its own positions 0, 1, ..., so a decoding step of
 several sequences is one pass over the layers, each sequence attending over its own columns (an additive
 bias hides the rest), and each step writes one column per sequence in place: the cache is never copied,
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from .attention import KeysSeen, apply_rope, head_groups, sdpa
+from .attention import KeysSeen, apply_rope, decoder_block, head_groups, sdpa
 from .cache import bucketed
 from .families import FAMILIES, Family, UnsupportedModelError, family_of
 from .masks import own_columns_bias
@@ -144,8 +144,8 @@ class PlainDecoder:
         hidden = self.embed_tokens(ids)
         cos, sin = self.rotary(hidden, positions)  # [B, T, d]
         for index, layer in enumerate(self.layers):
-            hidden = hidden + self._attention(index, layer.input_layernorm(hidden), cos, sin, attend)
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+            hidden = decoder_block(self.family, layer, hidden,
+                                   lambda normed, index=index: self._attention(index, normed, cos, sin, attend))
         return hidden
 
     def _attention(self, index: int, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,

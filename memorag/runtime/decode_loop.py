@@ -169,6 +169,17 @@ class DecodeRows(Protocol):
         """The token ids of `prompt` (what a repetition penalty counts as seen)."""
 
 
+class SharedBatch(Protocol):
+    """A running batch that many callers' sequences join (the server's, memorag/serve/batching.py): a model
+    view made by `decoding_through(shared)` (`MemoryModel`, `LocalGenerator`) sends its greedy decodings
+    there instead of running the loop itself; the model it was made from is left as it was."""
+
+    def decode(self, prompts: Sequence[Any], max_new_tokens: int,
+               on_token: Callable[[int], None] | None = None) -> list[list[int]]:
+        """The greedy tokens of each prompt (as the batch's rows read it), each ending before its first stop
+        token; `on_token` (one prompt only) gets each token as it comes."""
+
+
 @dataclass
 class Request:
     """One sequence a caller asks for: its key in the batch, the prompt the rows read, its budget, and

@@ -358,6 +358,7 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     await asyncio.to_thread(app.state.served.worker.shutdown)
     if app.state.served.batcher is not None:
         await asyncio.to_thread(app.state.served.batcher.stop)
+        await asyncio.to_thread(app.state.served.store.decode_through, None)
     await asyncio.to_thread(app.state.served.uploads.shutdown)
 
 
@@ -376,6 +377,7 @@ def create_app(store: CorpusStore, worker: ModelWorker | None = None, limits: Se
     batcher = None
     if worker.batch_size > 1:
         batcher = decode_in_batches(worker, store.models.memory_model, store.models.generator)
+        store.decode_through(batcher.model_views(store.models.memory_model, store.models.generator))
     app = Starlette(routes=[*ROUTES, *inspector_routes()],
                     exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan,
                     middleware=[Middleware(Guard, policy=policy)])

@@ -1,7 +1,8 @@
 """The server's batched decoding: one thread steps the greedy decodings of every waiting job together.
 
-A job that reaches a greedy decoding (an answer of the local generator, the memory model's
-clues or answer) calls `Batcher.decode` on its own thread: its prompts are queued for the
+The server hands its pipelines views of the models (`Batcher.model_views`: `decoding_through` a
+`BatchQueue`), so a job that reaches a greedy decoding (an answer of the local generator, the memory
+model's clues or answer) calls `Batcher.decode` on its own thread: its prompts are queued for the
 batch of their model (`DecodeBatch`, the one decode loop of memorag/runtime/decode_loop.py), the job lets go of the
 models (`ModelWorker.models`) and waits. The batcher's thread takes the models for one step
 at a time: it prefills the prompts that joined, then gives every running prompt its next
@@ -75,7 +76,6 @@ class Batcher:
         self._joining: dict[str, list[Waiting]] = {name: [] for name in batches}
         self._running: dict[str, dict[int, Waiting]] = {name: {} for name in batches}
         self._keys = itertools.count()
-        self._attached: list[Any] = []
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, name="memorag-batcher", daemon=True)
         self._thread.start()
@@ -182,13 +182,20 @@ class Batcher:
                 self._changed.notify_all()
 
     def stop(self) -> None:
-        """Stop the thread (once the jobs have stopped) and give the models back their own decoding."""
+        """Stop the thread (once the jobs have stopped); a later `decode` is refused."""
         with self._changed:
             self._stopped = True
             self._changed.notify_all()
         self._thread.join()
-        for model in self._attached:
-            model.batcher = None
+
+    def model_views(self, memory_model, generator) -> dict[str, Any]:
+        """Views of the models (`decoding_through`; the models themselves are not changed) whose greedy
+        decodings join this batcher's batches: the memory model's always, the generator's where it has a
+        batch here (a local generator the one loop decodes)."""
+        views = {"memory_model": memory_model.decoding_through(BatchQueue(self, "memory"))}
+        if "generator" in self.batches:
+            views["generator"] = generator.decoding_through(BatchQueue(self, "generator"))
+        return views
 
     def steps_by_size(self) -> Counter[int]:
         """Rows per step -> steps taken with that many, over every batch (read from another thread: each
@@ -209,16 +216,25 @@ class Batcher:
                 "seconds": {key: round(value, 2) for key, value in sorted(dict(self.seconds).items())}}
 
 
+@dataclass(frozen=True)
+class BatchQueue:
+    """One batch of a batcher as a `SharedBatch` (memorag/runtime/decode_loop.py): what a model view decodes
+    through."""
+
+    batcher: Batcher
+    name: str
+
+    def decode(self, prompts: Sequence[Any], max_new_tokens: int,
+               on_token: Callable[[int], None] | None = None) -> list[list[int]]:
+        return self.batcher.decode(self.name, prompts, max_new_tokens, on_token)
+
+
 def decode_in_batches(worker: ModelWorker, memory_model, generator) -> Batcher:
-    """A batcher for the memory model's decodings and, when it is a local one, the generator's; both
-    models send their greedy decodings to it until `Batcher.stop`."""
+    """A batcher for the memory model's decodings and, when it is a local one the loop decodes, the
+    generator's; `Batcher.model_views` gives the models that decode through it."""
     batches = {"memory": DecodeBatch(MemoryRows(memory_model, "shared"), Stops.of(memory_model.stop_ids()))}
     if isinstance(generator, LocalGenerator) and generator.loop_decodes:
         batches["generator"] = DecodeBatch(LanguageModelRows(generator.model),
                                            Stops.of(stop_token_ids(generator.tokenizer, generator.model)),
                                            generator.sampling())
-    batcher = Batcher(worker, batches)
-    for model in (memory_model, generator) if "generator" in batches else (memory_model,):
-        model.batcher = batcher
-        batcher._attached.append(model)
-    return batcher
+    return Batcher(worker, batches)

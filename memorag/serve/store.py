@@ -120,6 +120,7 @@ class CorpusStore:
         self._loaded: OrderedDict[str, tuple[MemoRAG, tuple[int, ...] | None]] = OrderedDict()
         self._loaded_lock = threading.Lock()  # `loaded` is read by the event loop while the worker changes it
         self.originals = Originals(self.root)
+        self._views: dict[str, Any] = {}  # `decode_through`
 
     # -- models -----------------------------------------------------------------------------------
     @property
@@ -139,15 +140,16 @@ class CorpusStore:
 
     def model_modules(self) -> list[Any]:
         """The torch modules that do the model work, for the worker's safe points: the memory
-        model's first layer (one call per memorized window or generated token, the generator's
-        too when it shares the memory model's base), a separate local generator's model, the embedder."""
+        model's token embedding (called once per step: a memorized window's piece, a decoding round, the
+        generator's too when it shares the memory model's base, whichever path runs the layers), a
+        separate local generator's token embedding alike, the embedder."""
         import torch
 
         models = self._models
-        modules = [models.memory_model.layers[0]]
+        modules = [models.memory_model.embed_tokens]
         generator_model = getattr(models.generator, "model", None)
         if isinstance(generator_model, torch.nn.Module) and not getattr(models.generator, "shared", False):
-            modules.append(generator_model)
+            modules.append(generator_model.get_input_embeddings())
         if models.config.retriever != "bm25" and isinstance(models.embedder, torch.nn.Module):
             modules.append(models.embedder)
         return modules
@@ -188,9 +190,20 @@ class CorpusStore:
         """Each mode in words under this server's settings (`memorag.modes.base.describe_modes`)."""
         return describe_modes(self._models.config)
 
+    def decode_through(self, views: dict[str, Any] | None) -> None:
+        """Hand the corpora's pipelines these views of the shared models from now on (`memory_model`,
+        `generator`: `decoding_through` views whose greedy decodings join the server's running batch,
+        memorag/serve/batching.py), or the models themselves again (None). Pipelines loaded before are
+        dropped, to be loaded again with them."""
+        self._views = dict(views or {})
+        with self._loaded_lock:
+            names = list(self._loaded)
+        for name in names:
+            self.drop(name)
+
     def _shared(self) -> dict[str, Any]:
         models = self._models
-        shared = {"memory_model": models.memory_model, "generator": models.generator}
+        shared = {"memory_model": models.memory_model, "generator": models.generator, **self._views}
         if models.config.retriever != "bm25":
             shared.update(embedder=models.embedder, embedder_name=models.embedder_name)
         return shared

@@ -109,9 +109,12 @@ def test_the_server_batches_only_a_generator_the_loop_decodes():
 
     gpt2 = LocalGenerator(GPT2LMHeadModel(GPT2Config(vocab_size=96, n_positions=64, n_embd=32, n_layer=1, n_head=2,
                                                      bos_token_id=0, eos_token_id=1)).eval(), tiny_tokenizer())
-    batcher = decode_in_batches(type("Worker", (), {})(), tiny_model(), gpt2)
+    memory_model = tiny_model()
+    batcher = decode_in_batches(type("Worker", (), {})(), memory_model, gpt2)
     try:
-        assert set(batcher.batches) == {"memory"} and gpt2.batcher is None
+        views = batcher.model_views(memory_model, gpt2)
+        assert set(batcher.batches) == {"memory"} and views["memory_model"].shared_batch is not None
+        assert "generator" not in views and gpt2.shared_batch is None and memory_model.shared_batch is None
         assert gpt2.generate("a b c", max_new_tokens=3) == gpt2.generate("a b c", max_new_tokens=3)
     finally:
         batcher.stop()

@@ -1,6 +1,6 @@
-"""The memory model's linear layers (memory/linear.py; docs/memory-model.md, "Linear layers in decoding"):
-that the memory model's linear layers are `MemoryLinear`s, that inside `sequences_alone` each sequence
-rounds as alone (and only in its own thread), that a batch decodes as one by one, and that the LM
+"""The memory model's products over packed rows (memory/linear.py; docs/memory-model.md, "Linear layers in
+decoding"): that `project` given a packed batch's `SequenceRows` rounds each sequence as alone (its bounds
+an argument: two threads at once each get their own), that a batch decodes as one by one, and that the LM
 head's rows computed together equal each alone."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from memorag.memory import MemoryConfig, MemoryModel
-from memorag.memory.linear import MemoryLinear, is_plain_linear, sequences_alone, use_memory_linears
+from memorag.memory.linear import RoundingVerdicts, SequenceRows, is_plain_linear, project
 from tests.memory import decoding_cases as cases
 
 from .conftest import random_ids, tiny_base, tiny_memory_model
@@ -32,26 +32,18 @@ def threads(count: int):
         torch.set_num_threads(before)
 
 
-def test_the_memory_models_linear_layers_are_memory_linears_and_keep_their_weights():
+def test_the_memory_models_linear_layers_stay_plain_and_each_model_keeps_its_own_verdicts():
     model = cases.tiny_model(cases.TINY_CASES[0])
     linears = [module for module in model.modules() if isinstance(module, nn.Linear)]
-    assert linears and all(type(module) is MemoryLinear for module in linears)
-    assert model.lm_head in linears
-    assert all(type(projection) is MemoryLinear for attention in model.memory_attentions()
-               for projection in attention.memory.values())
-    assert type(copy.deepcopy(model.lm_head)) is MemoryLinear
+    assert linears and all(type(module) is nn.Linear for module in linears)  # no class is swapped
     assert all(is_plain_linear(module) for module in linears)
+    other = cases.tiny_model(cases.TINY_CASES[0])
+    assert isinstance(model.rounding, RoundingVerdicts) and model.rounding is not other.rounding
 
-    class Quantized(nn.Linear):  # a fake quantized layer: a subclass, left as it is
+    class Quantized(nn.Linear):  # a fake quantized layer: a subclass, called as a module
         pass
 
-    holder = nn.Sequential(nn.Linear(4, 4), Quantized(4, 4))
-    state = {key: value.clone() for key, value in holder.state_dict().items()}
-    assert use_memory_linears(holder) == 1
-    assert type(holder[0]) is MemoryLinear and type(holder[1]) is Quantized
-    assert not is_plain_linear(holder[1])
-    assert holder.state_dict().keys() == state.keys()
-    assert all(torch.equal(holder.state_dict()[key], value) for key, value in state.items())
+    assert not is_plain_linear(Quantized(4, 4))
 
 
 def test_a_batch_decodes_as_one_by_one():
@@ -78,7 +70,7 @@ def test_the_lm_heads_rows_computed_together_equal_each_alone():
         alone = [model.logits(row) for row in rows]
     assert all(torch.equal(a, b) for a, b in zip(together, alone, strict=True))
 
-    class Quantized(nn.Linear):  # a fake quantized head: not a MemoryLinear, so each row goes through it alone
+    class Quantized(nn.Linear):  # a fake quantized head: not a plain nn.Linear, so each row goes through it alone
         pass
 
     model.lm_head.__class__ = Quantized
@@ -90,39 +82,51 @@ def test_the_lm_heads_rows_computed_together_equal_each_alone():
                for a, row in zip(quantized, rows, strict=True))
 
 
-def test_inside_sequences_alone_each_sequence_rounds_as_alone_and_only_in_its_thread():
+def test_given_sequence_rows_each_sequence_rounds_as_alone_and_threads_share_nothing():
     layer = nn.Linear(64, 32)
-    use_memory_linears(layer)
     packed = torch.randn(1, 7, 64)
+    verdicts = RoundingVerdicts()
     with torch.no_grad():
-        for bounds in ([0, 1, 3, 7], [0, 1, 7]):
+        expected = {}
+        for bounds in ([0, 1, 3, 7], [0, 1, 7], [0, 2, 7]):
             alone = torch.cat([layer(packed[:, start:end].clone()) for start, end in zip(bounds[:-1], bounds[1:])], 1)
-            with sequences_alone({7: bounds}):
-                assert torch.equal(layer(packed), alone)
-                # five rows, not a split size: plain rows
-                assert torch.equal(layer(packed[:, :5]), F.linear(packed[:, :5], layer.weight, layer.bias))
-                with ThreadPoolExecutor(1) as pool:  # another thread: plain rows
-                    assert torch.equal(pool.submit(layer, packed).result(), F.linear(packed, layer.weight, layer.bias))
-                with pytest.raises(RuntimeError, match="inside another"), sequences_alone({7: bounds}):
-                    pass
-        assert torch.equal(layer(packed), F.linear(packed, layer.weight, layer.bias))
+            expected[tuple(bounds)] = alone
+            sequences = SequenceRows({7: bounds}, verdicts)
+            assert torch.equal(project(layer, packed, sequences), alone)
+            # five rows, not a split size: plain rows
+            assert torch.equal(project(layer, packed[:, :5], sequences),
+                               F.linear(packed[:, :5], layer.weight, layer.bias))
+        assert torch.equal(project(layer, packed), F.linear(packed, layer.weight, layer.bias))
+        # two threads at once, each with its own bounds: each gets its own sequences' rounding
+        with ThreadPoolExecutor(2) as pool:
+            futures = {bounds: pool.submit(project, layer, packed, SequenceRows({7: list(bounds)}, verdicts))
+                       for bounds in expected for _ in range(3)}
+            assert all(torch.equal(future.result(), expected[bounds]) for bounds, future in futures.items())
         # bfloat16 alike: each sequence by its own `F.linear`
         layer16, packed16 = copy.deepcopy(layer).bfloat16(), packed.bfloat16()
         alone16 = torch.cat([F.linear(packed16[:, start:end].clone(), layer16.weight, layer16.bias)
                              for start, end in ((0, 1), (1, 3), (3, 7))], 1)
-        with sequences_alone({7: [0, 1, 3, 7]}):
-            assert torch.equal(layer16(packed16), alone16)
+        assert torch.equal(project(layer16, packed16, SequenceRows({7: [0, 1, 3, 7]}, verdicts)), alone16)
 
 
-def test_low_rank_factors_are_memory_linears_too():
+def test_a_layer_that_is_not_plain_is_called_on_each_sequences_rows_alone():
     pytest.importorskip("peft")
     from memorag.memory.lowrank import apply_lowrank, merge_lowrank
 
     model = MemoryModel(tiny_base("llama"), MemoryConfig(window=16, ratios=[4]))  # untrained copies
     apply_lowrank(model, rank=2)
-    assert all(type(module) is not nn.Linear for module in model.modules())
+    lowrank = model.memory_attentions()[0].memory["q"]
+    assert not is_plain_linear(lowrank)
+    with torch.no_grad():
+        torch.nn.init.normal_(lowrank.lora_B["default"].weight)
+        packed = torch.randn(1, 5, lowrank.in_features)
+        alone = torch.cat([lowrank(packed[:, start:end].clone()) for start, end in ((0, 2), (2, 3), (3, 5))], 1)
+        with patch.object(type(lowrank), "forward", autospec=True, side_effect=type(lowrank).forward) as forward:
+            together = project(lowrank, packed, SequenceRows({5: [0, 2, 3, 5]}, model.rounding))
+        assert [call.args[1].shape[1] for call in forward.call_args_list] == [2, 1, 2]
+        assert torch.equal(together, alone)
     merge_lowrank(model)
-    assert all(type(projection) is MemoryLinear for attention in model.memory_attentions()
+    assert all(type(projection) is nn.Linear for attention in model.memory_attentions()
                for projection in attention.memory.values())
 
 
@@ -130,31 +134,29 @@ def test_sequences_of_one_size_share_one_batched_product_that_rounds_as_alone():
     from memorag.memory import linear
 
     layer = nn.Linear(64, 48)
-    use_memory_linears(layer)
     packed = torch.randn(1, 9, 64)
     bounds = [0, 1, 3, 4, 6, 7, 9]  # sizes 1, 2, 1, 2, 1, 2: two groups of three
     alone = torch.cat([F.linear(packed[:, start:end].clone(), layer.weight, layer.bias)
                        for start, end in zip(bounds[:-1], bounds[1:])], 1)
     calls = []
-    original = linear._products_together
+    original = linear.products_together
 
     def counted(rows, weight, bias):
         calls.append(tuple(rows.shape))
         return original(rows, weight, bias)
 
-    with torch.no_grad(), patch.object(linear, "_products_together", counted), \
-            patch.dict(linear._ROUNDS_AS_ALONE, clear=True):
-        with sequences_alone({9: bounds}):
-            together = layer(packed)
+    verdicts = RoundingVerdicts()
+    sequences = SequenceRows({9: bounds}, verdicts)
+    with torch.no_grad(), patch.object(linear, "products_together", counted):
+        together = project(layer, packed, sequences)
         assert torch.equal(together, alone)
-        verified = {key[3:5]: value for key, value in linear._ROUNDS_AS_ALONE.items()}
+        verified = {key[3:5]: value for key, value in verdicts.known.items()}
         assert set(verified) == {(1, 3), (2, 3)}
         # each shape checked once on random rows; where it rounds as alone, the real rows then went through it
         batched = sorted((3, size, 64) for (size, _), same in verified.items() if same)
         assert sorted(calls) == sorted([(3, 1, 64), (3, 2, 64)] + batched)
         calls.clear()
-        with sequences_alone({9: bounds}):
-            assert torch.equal(layer(packed), alone)
+        assert torch.equal(project(layer, packed, sequences), alone)
         assert sorted(calls) == batched  # a second call reads the answers: no check again
 
 
@@ -162,18 +164,15 @@ def test_a_shape_whose_batched_product_rounds_otherwise_keeps_one_product_per_se
     from memorag.memory import linear
 
     layer = nn.Linear(64, 40)
-    use_memory_linears(layer)
     packed = torch.randn(1, 3, 64)
     alone = torch.cat([F.linear(packed[:, row : row + 1].clone(), layer.weight, layer.bias) for row in range(3)], 1)
 
     def off_by_rounding(rows, weight, bias):  # a fake backend whose batched product rounds differently
         return torch.baddbmm(bias.expand(rows.shape[0], rows.shape[1], -1), rows, weight.T.expand(3, -1, -1)) + 1e-3
 
-    with torch.no_grad(), patch.object(linear, "_products_together", side_effect=off_by_rounding) as together, \
-            patch.dict(linear._ROUNDS_AS_ALONE, clear=True):
-        with sequences_alone({3: [0, 1, 2, 3]}):
-            assert torch.equal(layer(packed), alone)
-        with sequences_alone({3: [0, 1, 2, 3]}):
-            assert torch.equal(layer(packed), alone)
-        assert list(linear._ROUNDS_AS_ALONE.values()) == [False]
+    verdicts = RoundingVerdicts()
+    with torch.no_grad(), patch.object(linear, "products_together", side_effect=off_by_rounding) as together:
+        for _ in range(2):
+            assert torch.equal(project(layer, packed, SequenceRows.one_each(3, verdicts)), alone)
+        assert list(verdicts.known.values()) == [False]
     assert together.call_count == 1  # the check, once; then per sequence

@@ -14,11 +14,11 @@ from tests.serve.conftest import JSON, fake_store, raw_request, serving, topic
 
 @contextmanager
 def counted_server(tmp_path, **app_options):
-    """A server over a store whose memory model counts its forward passes (model work) and whose
-    generator has a 200-token window."""
+    """A server over a store whose memory model counts its steps (model work: its token embedding runs once
+    a step) and whose generator has a 200-token window."""
     model = tiny_model()
     passes = []
-    model.layers[0].register_forward_pre_hook(lambda *_: passes.append(1))
+    model.embed_tokens.register_forward_pre_hook(lambda *_: passes.append(1))
     store = fake_store(tmp_path / "store", generator=FakeEchoGenerator(context_window=200), memory_model=model)
     with serving(store, **app_options) as url:
         assert httpx.post(f"{url}/corpora/books/memorize", json={"documents": [{"id": "doc0", "text": topic(0, 60)}]},

@@ -53,7 +53,12 @@ def test_asks_decoded_in_one_batch_equal_the_asks_served_one_at_a_time(store):
         with ThreadPoolExecutor(len(QUESTIONS)) as pool:
             together = list(pool.map(lambda question: ask(url, *question), QUESTIONS))
         batching = httpx.get(f"{url}/health").json()["batching"]
+        served = store.pipeline("c0")  # the pipelines hold views of the models that decode through the batch
+        assert served.memory_model.shared_batch is not None and served.generator.shared_batch is not None
+        assert served.memory_model.base_model is store.models.memory_model.base_model
     assert together == alone
     assert all(result["answer"] and result["streamed"].strip() for result in alone)
     assert batching["max_rows"] >= 2, batching  # decodings of several asks shared steps
-    assert store.models.memory_model.batcher is None and store.models.generator.batcher is None  # given back
+    # the shared models were never changed, and once the server stops its pipelines hold them again
+    assert store.models.memory_model.shared_batch is None and store.models.generator.shared_batch is None
+    assert store.pipeline("c0").memory_model is store.models.memory_model

@@ -209,3 +209,26 @@ def test_sigterm_stops_a_busy_server_within_seconds(tmp_path):
     assert "event: error" in rest and any("shutting down" in line for line in rest)
     manifest = read_manifest(tmp_path / "store" / "books")  # the store is whole
     assert [document["id"] for document in manifest["documents"]]
+
+
+def test_the_safe_points_run_once_a_step_in_the_memory_model_and_a_separate_generator(tmp_path):
+    """The worker's safe points (`CorpusStore.model_modules`) are modules every path runs once a step: a
+    memorize and an ask reach the memory model's, and a separate local generator decoded by the one loop
+    (the plain decoder, which calls no layer as a module) reaches its own."""
+    from memorag.generation import LocalGenerator
+    from tests.memory.conftest import tiny_base
+    from tests.memory.test_persistence import tiny_tokenizer
+
+    generator = LocalGenerator(tiny_base("llama", seed=5), tiny_tokenizer())
+    assert generator.loop_decodes
+    store = fake_store(tmp_path / "store", generator=generator)
+    modules = store.model_modules()
+    assert modules[:2] == [store.models.memory_model.embed_tokens, generator.model.get_input_embeddings()]
+    calls = [0] * len(modules)
+    for index, module in enumerate(modules):
+        module.register_forward_pre_hook(lambda *_, index=index: calls.__setitem__(index, calls[index] + 1))
+    store.memorize("books", [Document("a", topic(0, 60), "")])
+    memorized = list(calls)
+    assert memorized[0] > 0
+    store.ask("books", topic(0, 6), mode="memorag")
+    assert calls[0] > memorized[0] and calls[1] > memorized[1]
