@@ -1,4 +1,4 @@
-"""The exact clue batch with and without batched per-sequence products (memorag/memory/linear.py), in one process.
+"""The exact clue batch with and without its products shared among sequences (memorag/memory/linear.py), in one process.
 
     python benchmarks/batched_products.py --rounds 10 > raw.jsonl
     python benchmarks/batched_products.py --products >> raw.jsonl
@@ -6,8 +6,8 @@
 The quick demo text (its first 16,000 characters) is memorized once with the embedded model and
 its shipped memory weights; then the clue stage in its default decoding (the three clue kinds as
 one exact batch) is timed `--rounds` times each way, alternating (`memorag.benchmarking.baseline`):
-"before" with the batched products switched off from outside (`rounds_as_alone` answering False:
-one `F.linear` per sequence, the code before them), "after" as is. One JSON line per timed stage,
+"before" with the sequences' products kept apart from outside (`ExactProducts.way` answering "each":
+one `F.linear` per sequence), "after" as is (the fastest exact way the model measured for each shape). One JSON line per timed stage,
 then a summary line: before / after of the best and median seconds, whether the replies are equal,
 and the machine.
 
@@ -54,7 +54,7 @@ def clue_stage_rounds(rounds: int) -> None:
     replies = {}
 
     def measure(label: str, round_index: int) -> float:
-        with (patch.object(linear.RoundingVerdicts, "rounds_as_alone", return_value=False) if label == BEFORE
+        with (patch.object(linear.ExactProducts, "way", return_value=linear.EACH) if label == BEFORE
               else nullcontext()):
             started = time.perf_counter()
             _, raw = handler.write_clues(context, QUESTION, "memorag", language)

@@ -33,7 +33,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from .cache import MemoryCache
 from .families import Family
-from .linear import RoundingVerdicts, SequenceRows, is_plain_linear, project
+from .linear import ExactProducts, SequenceRows, is_plain_linear, project
 from .masks import RawMemoryRows, full_mask
 
 
@@ -279,14 +279,14 @@ class PackedStepRows:
         context = PackedSequencesStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
         return cls(parts, bounds, hidden, positions, (cos, sin), context)
 
-    def sequence_rows(self, verdicts: RoundingVerdicts) -> SequenceRows:
+    def sequence_rows(self, products: ExactProducts) -> SequenceRows:
         """How the packed rows split by sequence, for products that round each one as alone (memory/linear.py):
         all rows, and the raw rows and the memory rows where they are projected apart."""
         splits = {self.bounds[-1]: self.bounds}
         if self.context.rows is not None:
             splits = _add_split(splits, _bounds([part.num_rows - part.num_memory for part in self.parts]))
             splits = _add_split(splits, _bounds([part.num_memory for part in self.parts]))
-        return SequenceRows(splits, verdicts)
+        return SequenceRows(splits, products)
 
     def unpack(self, out: torch.Tensor) -> list[torch.Tensor]:
         """The layers' output over the packed rows -> each sequence's raw rows [1, n_i, D]."""

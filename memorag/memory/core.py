@@ -43,7 +43,7 @@ from .cache import Allocation, MemoryCache
 from .compiled import CompiledDecoding, CompiledLayers
 from .config import MemoryConfig
 from .families import family_of
-from .linear import RoundingVerdicts, SequenceRows, project
+from .linear import ExactProducts, SequenceRows, project
 from .masks import RawMemoryRows, bucket_bias, compaction_rows, piece_mask, raw_memory_rows
 from .schedule import (
     ContextTooLongError,
@@ -95,7 +95,7 @@ class MemoryCore(nn.Module):
         init_id = special_token_id(tokenizer, base_model, self.config.embed_init)
         embedding = self.embed_tokens.weight[init_id].detach().clone()
         self.memory_embedding = nn.Parameter(embedding, requires_grad=True)  # [D]
-        self.rounding = RoundingVerdicts()  # which batched products round as alone (memory/linear.py)
+        self.exact_products = ExactProducts()  # how an exact batch multiplies its sequences (memory/linear.py)
         self.gradient_checkpointing = False
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
@@ -236,7 +236,7 @@ class MemoryCore(nn.Module):
         else:
             packed = PackedStepRows.of(parts, self.rotary, self.base_dtype)
             out = self.run_layers(packed.hidden, packed.positions, packed.context, packed.position_embeddings,
-                                  compiled=kind == "window", sequences=packed.sequence_rows(self.rounding) if exact else None)
+                                  compiled=kind == "window", sequences=packed.sequence_rows(self.exact_products) if exact else None)
             outputs = packed.unpack(out) if keep_hidden else [None] * len(parts)
         for item in inputs:
             self.finish_piece(item)
@@ -390,7 +390,7 @@ class MemoryCore(nn.Module):
         """`[self.logits(h) for h in hidden]` ([1, D] each), each row's head product rounded as alone
         (memory/linear.py); the final norm runs once over all rows."""
         rows = torch.cat([self.final_norm(states) for states in hidden])  # [n, D]
-        return list(project(self.lm_head, rows, SequenceRows.one_each(rows.shape[0], self.rounding)).split(1))
+        return list(project(self.lm_head, rows, SequenceRows.one_each(rows.shape[0], self.exact_products)).split(1))
 
 
 def special_token_id(tokenizer, base_model, which: str) -> int:

@@ -11,14 +11,17 @@ concatenates them. The bounds are an argument, handed down by the step that pack
 read from the thread or the module.
 
 Sequences with the same number of rows (in a decoding round: one raw row each, or two with a memory
-token) are multiplied in one batched product (`torch.bmm` against the weight, the sequences spread over
-torch's threads), which torch on the CPU computes as one product per sequence with that sequence's own
-shape: the same rounding as alone, at a fraction of the cost of one `F.linear` call per sequence. That
-it rounds so on the device at hand is checked, not assumed: the first time a shape (rows per sequence,
-sequences, features, dtypes, device, threads) is met, both ways are computed on random rows and compared
-bit for bit, and a shape where they differ keeps one product per sequence. The answers are a table the
-model owns (`RoundingVerdicts`, one per memory model) and hands down with the bounds; torch's thread
-count is part of a shape's key, as it decides how the CPU kernel splits a product.
+token) may be multiplied together, in one of three ways: `together`, one `F.linear` over all their rows
+(on a CPU whose kernel sums each row alike whatever the rows beside it, bf16 on AMX among them, the same
+bits as alone at the cost of one shared product); `batched`, one `torch.bmm` against the weight (torch on
+the CPU computes it as one product per sequence with its own shape; on other kernels it copies the
+weight at each call); or `each`, one `F.linear` per sequence, always as alone. Which ones round as alone,
+and which of those is fastest, depends on the device, the dtype and the kernels, so it is measured, not
+assumed: the first time a shape (rows per sequence, sequences, features, dtypes, device, threads) is met,
+`together` and `batched` are computed on random rows and compared bit for bit with `each`, and the
+fastest of the ways that match is kept for that shape. The answers are a table the model owns
+(`ExactProducts`, one per memory model) and hands down with the bounds; torch's thread count is part of
+a shape's key, as it decides how the CPU kernel splits a product.
 
 A layer that is not a plain `nn.Linear` (peft's low-rank layers, bitsandbytes' quantized ones) is called
 as a module on each sequence's rows: what it computes for a lone sequence, whatever it is.
@@ -26,47 +29,79 @@ as a module on each sequence's rows: what it computes for a lone sequence, whate
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+TOGETHER, BATCHED, EACH = "together", "batched", "each"  # the ways to multiply sequences of equal size
+# (the way, a call computing it) -> seconds the call takes: how `ExactProducts` times the ways
+Timer = Callable[[str, Callable[[], object]], float]
 
-class RoundingVerdicts:
-    """Per shape, whether sequences of equal size multiplied in one batched product round as alone; the
-    first question for a shape computes both ways on random rows, later ones read the answer."""
 
-    def __init__(self) -> None:
-        self.known: dict[tuple, bool] = {}
+def best_seconds(way: str, call: Callable[[], object], rounds: int = 3) -> float:
+    """The fastest of `rounds` runs of `call`, after one untimed run."""
+    call()
+    best = math.inf
+    for _ in range(rounds):
+        started = time.perf_counter()
+        out = call()
+        if isinstance(out, torch.Tensor) and out.is_cuda:
+            torch.cuda.synchronize(out.device)
+        best = min(best, time.perf_counter() - started)
+    return best
 
-    def rounds_as_alone(self, layer: nn.Linear, size: int, count: int, like: torch.Tensor) -> bool:
+
+class ExactProducts:
+    """Per shape, the fastest way to multiply sequences of equal size that rounds each as alone; the first
+    question for a shape checks and times the ways on random rows (`timer`), later ones read the answer."""
+
+    def __init__(self, timer: Timer = best_seconds) -> None:
+        self.timer = timer
+        self.known: dict[tuple, str] = {}
+
+    def way(self, layer: nn.Linear, size: int, count: int, like: torch.Tensor) -> str:
         key = (layer.in_features, layer.out_features, layer.bias is not None, size, count, like.dtype, like.device,
                layer.weight.dtype, torch.get_num_threads())
         known = self.known.get(key)
         if known is None:
-            generator = torch.Generator(device=like.device).manual_seed(0)
-            rows = torch.randn(count, size, layer.in_features, generator=generator, device=like.device).to(like.dtype)
-            with torch.no_grad():
-                together = products_together(rows, layer.weight, layer.bias)
-                alone = torch.stack([F.linear(rows[index : index + 1], layer.weight, layer.bias)[0]
-                                     for index in range(count)])
-            known = self.known[key] = bool(torch.equal(together, alone))
+            known = self.known[key] = self._fastest(layer, size, count, like)
         return known
+
+    def _fastest(self, layer: nn.Linear, size: int, count: int, like: torch.Tensor) -> str:
+        generator = torch.Generator(device=like.device).manual_seed(0)
+        rows = torch.randn(count, size, layer.in_features, generator=generator, device=like.device).to(like.dtype)
+        with torch.no_grad():
+            alone = multiply(EACH, rows, layer)
+            exact = [way for way in (TOGETHER, BATCHED) if torch.equal(multiply(way, rows, layer), alone)]
+            return min([*exact, EACH], key=lambda way: self.timer(way, lambda: multiply(way, rows, layer)))
+
+
+def multiply(way: str, rows: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
+    """`rows` [P, n, in] (P sequences of n rows, contiguous) through `layer` the way `way` says: [P, n, out]."""
+    if way == TOGETHER:
+        return F.linear(rows.reshape(-1, rows.shape[-1]), layer.weight, layer.bias).view(*rows.shape[:2], -1)
+    if way == BATCHED:
+        return products_together(rows, layer.weight, layer.bias)
+    return torch.cat([F.linear(rows[index : index + 1], layer.weight, layer.bias) for index in range(rows.shape[0])])
 
 
 @dataclass(frozen=True)
 class SequenceRows:
     """Which packed rows belong to which sequence: `bounds[N]` ([0, ..., N]) splits a tensor of N rows (all
-    of a step's rows, or its raw rows, or its memory rows, projected apart); `verdicts` is the model's table."""
+    of a step's rows, or its raw rows, or its memory rows, projected apart); `products` is the model's table."""
 
     bounds: dict[int, list[int]]
-    verdicts: RoundingVerdicts = field(compare=False)
+    products: ExactProducts = field(compare=False)
 
     @classmethod
-    def one_each(cls, count: int, verdicts: RoundingVerdicts) -> SequenceRows:
+    def one_each(cls, count: int, products: ExactProducts) -> SequenceRows:
         """`count` rows, each a sequence of its own."""
-        return cls({count: list(range(count + 1))}, verdicts)
+        return cls({count: list(range(count + 1))}, products)
 
 
 def project(layer: nn.Module, inputs: torch.Tensor, sequences: SequenceRows | None = None) -> torch.Tensor:
@@ -83,14 +118,15 @@ def project(layer: nn.Module, inputs: torch.Tensor, sequences: SequenceRows | No
         return torch.cat([layer(part) for part in parts if part.shape[-2]], dim=-2)
     outputs: list[torch.Tensor | None] = [None] * len(parts)
     for size, members in _by_size(sizes).items():
-        if len(members) > 1 and sequences.verdicts.rounds_as_alone(layer, size, len(members), inputs):
-            stacked = torch.stack([parts[index].reshape(size, -1) for index in members])  # [P, size, in]
-            together = products_together(stacked, layer.weight, layer.bias)  # [P, size, out]
-            for row, index in enumerate(members):
-                outputs[index] = together[row].view(*parts[index].shape[:-1], -1)
-        else:
+        way = sequences.products.way(layer, size, len(members), inputs) if len(members) > 1 else EACH
+        if way == EACH:
             for index in members:
                 outputs[index] = F.linear(parts[index], layer.weight, layer.bias)
+            continue
+        stacked = torch.stack([parts[index].reshape(size, -1) for index in members])  # [P, size, in]
+        together = multiply(way, stacked, layer)  # [P, size, out]
+        for row, index in enumerate(members):
+            outputs[index] = together[row].view(*parts[index].shape[:-1], -1)
     return torch.cat([out for out in outputs if out is not None], dim=-2)
 
 

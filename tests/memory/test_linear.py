@@ -16,7 +16,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from memorag.memory import MemoryConfig, MemoryModel
-from memorag.memory.linear import RoundingVerdicts, SequenceRows, is_plain_linear, project
+from memorag.memory.linear import (
+    BATCHED,
+    EACH,
+    TOGETHER,
+    ExactProducts,
+    SequenceRows,
+    is_plain_linear,
+    project,
+)
 from tests.memory import decoding_cases as cases
 
 from .conftest import random_ids, tiny_base, tiny_memory_model
@@ -32,13 +40,13 @@ def threads(count: int):
         torch.set_num_threads(before)
 
 
-def test_the_memory_models_linear_layers_stay_plain_and_each_model_keeps_its_own_verdicts():
+def test_the_memory_models_linear_layers_stay_plain_and_each_model_keeps_its_own_table():
     model = cases.tiny_model(cases.TINY_CASES[0])
     linears = [module for module in model.modules() if isinstance(module, nn.Linear)]
     assert linears and all(type(module) is nn.Linear for module in linears)  # no class is swapped
     assert all(is_plain_linear(module) for module in linears)
     other = cases.tiny_model(cases.TINY_CASES[0])
-    assert isinstance(model.rounding, RoundingVerdicts) and model.rounding is not other.rounding
+    assert isinstance(model.exact_products, ExactProducts) and model.exact_products is not other.exact_products
 
     class Quantized(nn.Linear):  # a fake quantized layer: a subclass, called as a module
         pass
@@ -85,7 +93,7 @@ def test_the_lm_heads_rows_computed_together_equal_each_alone():
 def test_given_sequence_rows_each_sequence_rounds_as_alone_and_threads_share_nothing():
     layer = nn.Linear(64, 32)
     packed = torch.randn(1, 7, 64)
-    verdicts = RoundingVerdicts()
+    verdicts = ExactProducts()
     with torch.no_grad():
         expected = {}
         for bounds in ([0, 1, 3, 7], [0, 1, 7], [0, 2, 7]):
@@ -122,7 +130,7 @@ def test_a_layer_that_is_not_plain_is_called_on_each_sequences_rows_alone():
         packed = torch.randn(1, 5, lowrank.in_features)
         alone = torch.cat([lowrank(packed[:, start:end].clone()) for start, end in ((0, 2), (2, 3), (3, 5))], 1)
         with patch.object(type(lowrank), "forward", autospec=True, side_effect=type(lowrank).forward) as forward:
-            together = project(lowrank, packed, SequenceRows({5: [0, 2, 3, 5]}, model.rounding))
+            together = project(lowrank, packed, SequenceRows({5: [0, 2, 3, 5]}, model.exact_products))
         assert [call.args[1].shape[1] for call in forward.call_args_list] == [2, 1, 2]
         assert torch.equal(together, alone)
     merge_lowrank(model)
@@ -130,7 +138,17 @@ def test_a_layer_that_is_not_plain_is_called_on_each_sequences_rows_alone():
                for projection in attention.memory.values())
 
 
-def test_sequences_of_one_size_share_one_batched_product_that_rounds_as_alone():
+def fixed_timer(seconds: dict[str, float], timed: list[str]):
+    """A fake timer: each way takes the seconds given, and the ways asked are recorded."""
+    def timer(way, call):
+        timed.append(way)
+        call()
+        return seconds[way]
+    return timer
+
+
+@pytest.mark.parametrize("fastest", [TOGETHER, BATCHED, EACH])
+def test_sequences_of_one_size_take_the_fastest_way_that_rounds_as_alone(fastest):
     from memorag.memory import linear
 
     layer = nn.Linear(64, 48)
@@ -138,41 +156,55 @@ def test_sequences_of_one_size_share_one_batched_product_that_rounds_as_alone():
     bounds = [0, 1, 3, 4, 6, 7, 9]  # sizes 1, 2, 1, 2, 1, 2: two groups of three
     alone = torch.cat([F.linear(packed[:, start:end].clone(), layer.weight, layer.bias)
                        for start, end in zip(bounds[:-1], bounds[1:])], 1)
-    calls = []
-    original = linear.products_together
+    timed, ways = [], []
+    original = linear.multiply
 
-    def counted(rows, weight, bias):
-        calls.append(tuple(rows.shape))
-        return original(rows, weight, bias)
+    def exact_everywhere(way, rows, layer):  # every way rounds as alone here (as `each` does), and is recorded
+        ways.append(way)
+        return original(EACH, rows, layer)
 
-    verdicts = RoundingVerdicts()
-    sequences = SequenceRows({9: bounds}, verdicts)
-    with torch.no_grad(), patch.object(linear, "products_together", counted):
-        together = project(layer, packed, sequences)
-        assert torch.equal(together, alone)
-        verified = {key[3:5]: value for key, value in verdicts.known.items()}
-        assert set(verified) == {(1, 3), (2, 3)}
-        # each shape checked once on random rows; where it rounds as alone, the real rows then went through it
-        batched = sorted((3, size, 64) for (size, _), same in verified.items() if same)
-        assert sorted(calls) == sorted([(3, 1, 64), (3, 2, 64)] + batched)
-        calls.clear()
+    products = ExactProducts(fixed_timer({fastest: 1.0, **{way: 2.0 for way in (TOGETHER, BATCHED, EACH)
+                                                            if way != fastest}}, timed))
+    sequences = SequenceRows({9: bounds}, products)
+    with torch.no_grad(), patch.object(linear, "multiply", exact_everywhere):
         assert torch.equal(project(layer, packed, sequences), alone)
-        assert sorted(calls) == batched  # a second call reads the answers: no check again
+        assert {key[3:5]: way for key, way in products.known.items()} == {(1, 3): fastest, (2, 3): fastest}
+        assert sorted(timed) == sorted([TOGETHER, BATCHED, EACH] * 2)  # each shape checked and timed once
+        timed.clear()
+        ways.clear()
+        assert torch.equal(project(layer, packed, sequences), alone)
+        assert timed == [] and (ways == [fastest] * 2 or fastest == EACH)  # then read from the table
 
 
-def test_a_shape_whose_batched_product_rounds_otherwise_keeps_one_product_per_sequence():
+def test_a_way_that_rounds_otherwise_is_never_taken_however_fast():
     from memorag.memory import linear
 
     layer = nn.Linear(64, 40)
     packed = torch.randn(1, 3, 64)
     alone = torch.cat([F.linear(packed[:, row : row + 1].clone(), layer.weight, layer.bias) for row in range(3)], 1)
+    original = linear.multiply
 
-    def off_by_rounding(rows, weight, bias):  # a fake backend whose batched product rounds differently
-        return torch.baddbmm(bias.expand(rows.shape[0], rows.shape[1], -1), rows, weight.T.expand(3, -1, -1)) + 1e-3
+    def off_by_rounding(way, rows, layer):  # a fake backend whose shared products round differently
+        out = original(way, rows, layer)
+        return out + 1e-3 if way != EACH else out
 
-    verdicts = RoundingVerdicts()
-    with torch.no_grad(), patch.object(linear, "products_together", side_effect=off_by_rounding) as together:
+    timed = []
+    products = ExactProducts(fixed_timer({TOGETHER: 0.1, BATCHED: 0.2, EACH: 5.0}, timed))
+    with torch.no_grad(), patch.object(linear, "multiply", off_by_rounding):
         for _ in range(2):
-            assert torch.equal(project(layer, packed, SequenceRows.one_each(3, verdicts)), alone)
-        assert list(verdicts.known.values()) == [False]
-    assert together.call_count == 1  # the check, once; then per sequence
+            assert torch.equal(project(layer, packed, SequenceRows.one_each(3, products)), alone)
+    assert list(products.known.values()) == [EACH] and timed == [EACH]
+
+
+def test_the_real_ways_agree_with_each_where_they_are_taken():
+    """On this machine's kernels: whatever way is kept for a shape gives the bits of one product per sequence."""
+    for dtype in (torch.float32, torch.bfloat16):
+        layer = nn.Linear(96, 200).to(dtype)
+        products = ExactProducts()
+        packed = torch.randn(1, 8, 96).to(dtype)
+        bounds = [0, 2, 4, 6, 8]
+        with torch.no_grad():
+            alone = torch.cat([F.linear(packed[:, start:end].clone(), layer.weight, layer.bias)
+                               for start, end in zip(bounds[:-1], bounds[1:])], 1)
+            assert torch.equal(project(layer, packed, SequenceRows({8: bounds}, products)), alone)
+        assert set(products.known.values()) <= {TOGETHER, BATCHED, EACH} and len(products.known) == 1
