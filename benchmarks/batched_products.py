@@ -12,8 +12,9 @@ then a summary line: before / after of the best and median seconds, whether the 
 and the machine.
 
 `--products` instead times the LM head's product alone (SmolLM2-135M's shape, 49,152 x 576,
-float32, random values) over 1 and 3 rows, median of 30 calls each: `F.linear` over the rows, one
-`F.linear` per row, the batched product, and the weight as the left operand.
+`--dtype`, random values) over 1 and 3 rows, median of 30 calls each: `F.linear` over the rows, one
+`F.linear` per row, the batched product, and the weight as the left operand, each with whether it
+gives the bits of one `F.linear` per row.
 """
 
 from __future__ import annotations
@@ -79,10 +80,12 @@ def product_kinds(weight: torch.Tensor, rows: torch.Tensor) -> dict:
             "weight as left operand": lambda: torch.mm(weight, rows.T)}
 
 
-def time_products() -> None:
-    weight = torch.randn(49152, 576)
+def time_products(dtype: torch.dtype) -> None:
+    weight = torch.randn(49152, 576).to(dtype)
     for count in (1, 3):
-        for name, call in product_kinds(weight, torch.randn(count, 576)).items():
+        rows = torch.randn(count, 576).to(dtype)
+        alone = torch.cat([F.linear(rows[i : i + 1], weight) for i in range(count)])
+        for name, call in product_kinds(weight, rows).items():
             for _ in range(3):
                 call()
             times = []
@@ -90,8 +93,19 @@ def time_products() -> None:
                 started = time.perf_counter()
                 call()
                 times.append(time.perf_counter() - started)
-            print(json.dumps({"rows": count, "product": name, "median_ms": round(statistics.median(times) * 1e3, 2),
+            print(json.dumps({"rows": count, "product": name, "dtype": str(dtype).removeprefix("torch."),
+                              "median_ms": round(statistics.median(times) * 1e3, 2),
+                              "equals_one_per_row": bool(torch.equal(_as_rows(call(), count), alone)),
                               "load": load_average()}), flush=True)
+
+
+def _as_rows(out, count: int) -> torch.Tensor:
+    """A product kind's output as [count, 49152] rows."""
+    if isinstance(out, list):
+        return torch.cat(out)
+    if out.dim() == 3:  # the batched product: [count, 1, 49152]
+        return out[:, 0]
+    return out if out.shape[0] == count else out.T  # the weight as the left operand: [49152, count]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,10 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=8, help="clue stages timed each way (default 8)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--products", action="store_true", help="time the LM head's product kinds instead")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="--products: the weight's and rows' dtype (default float32)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.products:
-        time_products()
+        time_products(getattr(torch, args.dtype))
     else:
         clue_stage_rounds(args.rounds)
     return 0

@@ -10,8 +10,8 @@ over a length not seen before (101, 114, ... tokens), with garbage collection an
 repeated lengths is a per-shape cache in the native libraries: oneDNN's primitive
 cache and ideep's LRU cache, which `import memorag` now bounds to 64 kernels each
 (memorag/runtime/kernel_caches.py), so resident memory stops growing once they are full.
-Prints RSS lines (raw outputs: results/benchmarks/shape_cache_*.log; `_default` and
-`_onednn_cache_0` were taken before the bound, `_bounded` with it).
+Prints RSS lines (the raw output with the bound: results/benchmarks/serving_logs.txt, its
+`shape_cache_bounded.log` part; the runs before the bound are in the repository's history).
 """
 
 from __future__ import annotations
