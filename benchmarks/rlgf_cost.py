@@ -36,14 +36,16 @@ def time_pairs(cfg: TrainConfig, questions: list[dict], rounds: int) -> list[dic
     count): the seconds of `rounds` reference reads (no gradients) and policy forward+backward passes."""
     from memorag.training.build import build_model
     from memorag.training.rlgf_objective import pair_forward, pair_logprobs
-    from memorag.training.rlgf_pairs import pad_id
+    from memorag.training.rlgf_pairs import pad_id, pair_of, question_contexts
     from memorag.training.rlgf_trainer import render_pair
 
     model = build_model(cfg.model, cfg.memory)
     model.gradient_checkpointing = cfg.model.gradient_checkpointing
     ratio, pad, timings = cfg.memory.ratios[0], pad_id(model.tokenizer), []
+    contexts = question_contexts(cfg, model.tokenizer)
     for question in questions:
-        pair = render_pair(model.tokenizer, model.layout, {**question, "reference": {"chosen": 0.0, "rejected": 0.0}})
+        pair = pair_of({**question, "reference": {"chosen": 0.0, "rejected": 0.0}})
+        pair = render_pair(model.tokenizer, model.layout, pair, contexts[question["id"]])
         reads, steps = [], []
         for _ in range(rounds):
             started = time.perf_counter()
@@ -81,14 +83,14 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="the JSON to write (default: print only)")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
-    from memorag.training.rlgf_pairs import build_from_config
+    from memorag.training.rlgf_pairs import build_from_config, read_records
 
     before = load_average()
     with tempfile.TemporaryDirectory(prefix="memorag-rlgf-cost-") as folder:
         cfg = load_config(TrainConfig, args.config, [f"data.files=[{folder}/pairs.jsonl]", *args.overrides])
         stats = build_from_config(cfg)
         out = Path(folder) / "pairs.jsonl"
-        questions = [json.loads(line) for line in out.with_name(out.name + ".questions.jsonl").read_text().splitlines()]
+        questions = list(read_records(out.with_name(out.name + ".questions")).values())
         pairs = time_pairs(cfg, questions, args.rounds)
     record = {"machine": machine_record(before), "config": args.config, "overrides": args.overrides,
               "torch_threads": torch.get_num_threads(), "build": stats, "summary": summary(questions, pairs),

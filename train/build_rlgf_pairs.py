@@ -8,14 +8,15 @@ lead to (docs/training.md, "Stage 3: clues trained by their answers (RLGF)").
 Reads the stage's own config: the memory model of `model.*` (`model.memory_weights`: the SFT
 checkpoint the stage starts from), the questions and scoring of `rlgf.*` (HotpotQA dev rows 0..4,999
 and the SQuAD tuning articles only), the retrieval and reader of `rlgf.pipeline.*`. Writes the pairs to
-data.files[0] (or --out), each question's record first to OUT.partial: stopped, the same command goes on
-where it stopped; once OUT is written, the command does nothing (--rebuild builds it again). Beside OUT:
-OUT.questions.jsonl (every question's clue sets and scores, the dropped ones too) and OUT.stats.json (the
-counts, the settings and the build time).
+data.files[0] (or --out), each question's record first to the folder OUT.partial (shards of 200 questions):
+stopped, the same command goes on where it stopped; once OUT is written, the command does nothing
+(--rebuild builds it again). Beside OUT: the folder OUT.questions (every question's clue sets and scores,
+the dropped ones too, in the shards) and OUT.stats.json (the counts, the settings and the build time).
 """
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def main() -> int:
         partial = out.with_name(out.name + ".partial")
         if args.rebuild:
             out.unlink(missing_ok=True)
-            partial.unlink(missing_ok=True)
+            shutil.rmtree(partial, ignore_errors=True)
         elif out.is_file() and not partial.exists():
             print(f"{out} is built; pass --rebuild to build it again")
             return 0

@@ -15,10 +15,12 @@ with `gained` the share of the question's gold sentences (supporting facts) that
 holds and the query's own hits (its `hits_per_query` chunks) miss: what the clues added. Best against
 worst is the pair; a pair whose scores differ by less than `margin`, or not at all, is dropped.
 
-Each record keeps the token ids the memory wrote (prompts and replies, a reply's stop token
-included), the memorized text and its content hash, every set's replies, clues, answer and scores,
-and the reference's log-probabilities of the chosen and rejected sets (the memory model as built,
-`memorag.training.rlgf_objective.pair_logprobs`) with the hash of its memory weights.
+Each question's record keeps the token ids the memory wrote (prompts and replies, a reply's stop
+token included), the content hash of the memorized context (not its text: `question_contexts` builds
+it again from the same rows, seeded per question, and the hash proves it the same), every set's
+replies, clues, answer and scores, and the reference's log-probabilities of the chosen and rejected
+sets (the memory model as built, `memorag.training.rlgf_objective.pair_logprobs`) with the hash of its
+memory weights. A kept question's pair (`pair_of`) holds the question's fields and those two sets.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -38,6 +41,7 @@ import torch
 from memorag.evaluation import recall as recall_lib
 from memorag.evaluation.datasets.hotpotqa import HOTPOTQA_TRAIN_ROWS
 from memorag.evaluation.metrics import max_over_references, qa_f1_score
+from memorag.evaluation.results_store import append_json_line, read_json_lines
 from memorag.modes.evidence_plan import clue_plan, offers_draft
 from memorag.modes.memorag import clue_requests, clues_from_replies, draft_from_replies
 from memorag.modes.results import AskHooks, memory_text, timed
@@ -52,6 +56,9 @@ from .rlgf_objective import TokenizedPair, pair_logprobs
 
 MODE = "memorag"
 TASK = "memorag"
+SHARD_QUESTIONS = 200  # question records a shard holds: about 1.3 MB at 4K-token contexts
+QUESTION_FIELDS = ("id", "task", "row", "article", "split", "question", "answers", "context_sha256", "ratio", "kinds",
+                   "prompt_ids")
 
 
 def check_tuning(task: str, meta: dict[str, Any], where: str) -> None:
@@ -178,22 +185,22 @@ def question_record(models: PairModels, pipeline, example: Any, settings: RLGFSe
     memory = rag.memory
     record = {"id": example.id, "task": example.task, "row": example.meta.get("row"),
               "article": example.meta.get("article"), "split": example.meta.get("split"),
-              "question": query, "answers": list(example.answers), "context": memory_text([document]),
-              "context_sha256": memory.content_sha256, "ratio": memory.ratio, "kinds": list(requests),
+              "question": query, "answers": list(example.answers), "context_sha256": memory.content_sha256, "ratio": memory.ratio, "kinds": list(requests),
               "prompt_ids": [rag.memory_model.prompt_ids(prompt, memory) for prompt, _ in requests.values()],
               "sets": scored, "chosen": best, "rejected": worst, "dropped": dropped}
     if dropped is None:
         with timed(timings, "reference"):
-            record["reference"] = reference_logps(rag.memory_model, record)
+            record["reference"] = reference_logps(rag.memory_model, record, memory_text([document]))
     record["timings"] = {stage: round(seconds, 3) for stage, seconds in timings.items()}
     return record
 
 
-def reference_logps(model, record: dict[str, Any]) -> dict[str, Any]:
-    """The reference's (the memory model as built) log-probabilities of the record's chosen and rejected sets."""
+def reference_logps(model, record: dict[str, Any], context: str) -> dict[str, Any]:
+    """The reference's (the memory model as built) log-probabilities of the record's chosen and rejected sets over
+    the memory of `context`."""
     from memorag.prompting.chat_layout import context_ids
 
-    ids, _ = context_ids(model.tokenizer, model.layout, record["context"], None)
+    ids, _ = context_ids(model.tokenizer, model.layout, context, None)
     pair = TokenizedPair(tuple(ids), *(tuple(tuple(r) for r in rows) for rows in (
         record["prompt_ids"], record["sets"][record["chosen"]]["reply_ids"],
         record["sets"][record["rejected"]]["reply_ids"])), 0.0, 0.0)
@@ -210,52 +217,54 @@ def pad_id(tokenizer) -> int:
     return 0
 
 
-def read_partial(path: Path) -> dict[str, dict[str, Any]]:
-    """The question records a stopped build wrote (a torn last line is dropped, its question asked again)."""
+def pair_of(record: dict[str, Any]) -> dict[str, Any]:
+    """A kept question's preference pair: its question fields, its chosen and rejected sets, the reference."""
+    sets = record["sets"]
+    return {**{name: record[name] for name in QUESTION_FIELDS}, "chosen": sets[record["chosen"]],
+            "rejected": sets[record["rejected"]], "reference": record["reference"]}
+
+
+def read_records(folder: Path) -> dict[str, dict[str, Any]]:
+    """The question records in the shards of `folder` (a torn last line, cut off, is asked again)."""
     done: dict[str, dict[str, Any]] = {}
-    if not path.is_file():
-        return done
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            break
-        done[record["id"]] = record
+    for path in sorted(folder.glob("part-*.jsonl")):
+        done.update((record["id"], record) for record in read_json_lines(path, repair=True))
     return done
 
 
 def build_pairs(models: PairModels, pipeline, examples: Iterable[Any], settings: RLGFSection, out: Path,
                 seed: int = 0, on_question: Callable[[dict[str, Any]], None] | None = None,
                 autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict[str, Any]:
-    """Every question's record into `out`.partial (appended and flushed one by one, so a stopped build goes on
-    where it stopped), then the kept pairs into `out`, atomically, and the partial file, whole, becomes
-    `out`.questions.jsonl (the dropped questions' sets and scores too); the counts and times. Each question runs
-    under `autocast` (the training's: bf16 weights beside float32 memory parameters need it)."""
+    """Every question's record into the folder `out`.partial (appended and synced one by one, `SHARD_QUESTIONS` a
+    shard, so a stopped build goes on where it stopped and no file grows without bound), then the kept pairs into
+    `out`, atomically, and the folder becomes `out`.questions (the dropped questions' sets and scores too); the
+    counts and times. Each question runs under `autocast` (the training's: bf16 weights beside float32 memory
+    parameters need it)."""
     from memorag.storage.io import atomic_write_text
 
     partial = out.with_name(out.name + ".partial")
-    done = read_partial(partial)
-    if done:  # a torn last line is rewritten without it
-        atomic_write_text(partial, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done.values()))
+    partial.mkdir(parents=True, exist_ok=True)
+    done = read_records(partial)
     examples = list(examples)
     started, resumed = time.perf_counter(), len(done)
-    with open(partial, "a", encoding="utf-8") as handle:
-        for example in examples:
-            if example.id in done:
-                continue
-            tick = time.perf_counter()
-            with autocast():
-                record = question_record(models, pipeline, example, settings, seed)
-            record["build_s"] = round(time.perf_counter() - tick, 3)
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-            handle.flush()
-            done[example.id] = record
-            if on_question is not None:
-                on_question(record)
+    for example in examples:
+        if example.id in done:
+            continue
+        tick = time.perf_counter()
+        with autocast():
+            record = question_record(models, pipeline, example, settings, seed)
+        record["build_s"] = round(time.perf_counter() - tick, 3)
+        append_json_line(partial / f"part-{len(done) // SHARD_QUESTIONS:05d}.jsonl", record)
+        done[example.id] = record
+        if on_question is not None:
+            on_question(record)
     records = [done[example.id] for example in examples]
-    kept = [record for record in records if record["dropped"] is None]
+    kept = [pair_of(record) for record in records if record["dropped"] is None]
     atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
-    partial.replace(out.with_name(out.name + ".questions.jsonl"))  # every question's record, the dropped too
+    questions = out.with_name(out.name + ".questions")
+    if questions.exists():  # a --rebuild's earlier build
+        shutil.rmtree(questions)
+    partial.replace(questions)
     return {"questions": len(records), "pairs": len(kept), "resumed_questions": resumed,
             "dropped": dict(Counter(r["dropped"] for r in records if r["dropped"] is not None)),
             "question_s_mean": round(sum(r["build_s"] for r in records) / max(len(records), 1), 3),
@@ -283,6 +292,13 @@ def tuning_questions(cfg, tokenizer) -> list[Any]:
     groups = [tuning_examples(source, count, settings.context_tokens, cfg.seed, tokenizer)
               for source, count in (("hotpotqa", settings.hotpotqa), ("squad", settings.squad)) if count]
     return [example for example in interleave(groups, cfg.seed) if example.answers]
+
+
+def question_contexts(cfg, tokenizer) -> dict[str, str]:
+    """The memorized text of each tuning question of `cfg` (`tuning_questions`), by question id: what a pair's
+    `context_sha256` was made from, built again from the same rows (each question's context is seeded by its id)."""
+    return {example.id: memory_text([Document(id=recall_lib.CONTEXT_DOC_ID, text=example.context)])
+            for example in tuning_questions(cfg, tokenizer)}
 
 
 def build_from_config(cfg, out: Path | None = None, models: PairModels | None = None,

@@ -11,9 +11,10 @@ DPO's against the reference log-probabilities recorded in it (`memorag.training.
 
 The pairs are refused when they were not built for this run: their reference must be the memory
 weights this run starts from (`model.memory_weights`, compared by hash before a resume loads
-anything), their ratio the one of `memory.ratios`, their contexts tokenized as this tokenizer does,
-their questions from the tuning rows; and a resume over a pairs file that changed (its sha256) is
-refused. It trains in one process: a pair is one context and a few short replies.
+anything), their ratio the one of `memory.ratios`, their questions from the tuning rows and among those
+of `rlgf.*` (whose contexts, built again at the start, must give the ids the memory read: the pair's
+content hash); and a resume over a pairs file that changed (its sha256) is refused. It trains in one
+process: a pair is one context and a few short replies.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from .data import SFTSpec
 from .errors import TrainingInputError
 from .reader_trainer import ReaderBatches
 from .rlgf_objective import TokenizedPair, pair_forward
-from .rlgf_pairs import check_tuning, pad_id
+from .rlgf_pairs import check_tuning, pad_id, question_contexts
 from .trainer import Trainer
 
-PAIR_FIELDS = ("context", "context_sha256", "prompt_ids", "sets", "chosen", "rejected", "reference", "ratio")
+PAIR_FIELDS = ("id", "context_sha256", "prompt_ids", "chosen", "rejected", "reference", "ratio")
 
 
 def checked_pair(record: Any, where: str, reference_sha256: str, ratio: int, memory_weights: str | None
@@ -57,16 +58,14 @@ def checked_pair(record: Any, where: str, reference_sha256: str, ratio: int, mem
     return record
 
 
-def render_pair(tokenizer, layout, record: dict[str, Any]) -> TokenizedPair:
-    """The token ids of a checked pair: its context laid out as the memory read it (refused when this tokenizer
-    gives other ids), the prompts and the chosen and rejected replies as the memory wrote them."""
-    ids, _ = context_ids(tokenizer, layout, record["context"], None)
+def render_pair(tokenizer, layout, record: dict[str, Any], context: str) -> TokenizedPair:
+    """The token ids of a checked pair: its `context` laid out as the memory read it (refused when it gives other
+    ids than the pair's content hash), the prompts and the chosen and rejected replies as the memory wrote them."""
+    ids, _ = context_ids(tokenizer, layout, context, None)
     if chain_hash("", ids) != record["context_sha256"]:
         raise TrainingInputError(f"the context of pair {record.get('id')} tokenizes to other ids than the memory "
-                                 "read when the pair was built (another tokenizer or layout)")
-    sets = record["sets"]
-    rows = [tuple(tuple(int(i) for i in reply) for reply in replies) for replies in
-            (sets[record["chosen"]]["reply_ids"], sets[record["rejected"]]["reply_ids"])]
+                                 "read when the pair was built (another tokenizer, layout or context build)")
+    rows = [tuple(tuple(int(i) for i in reply) for reply in record[side]["reply_ids"]) for side in ("chosen", "rejected")]
     prompts = tuple(tuple(int(i) for i in prompt) for prompt in record["prompt_ids"])
     return TokenizedPair(tuple(ids), prompts, rows[0], rows[1], float(record["reference"]["chosen"]),
                          float(record["reference"]["rejected"]))
@@ -97,6 +96,7 @@ class RLGFTrainer(Trainer):
         cfg = self.cfg
         spec = SFTSpec(window=cfg.memory.window, sequences_per_batch=1, max_length=cfg.data.max_length, seed=cfg.seed,
                        max_epochs=None if cfg.optim.max_steps else cfg.optim.epochs)
+        self.contexts = question_contexts(cfg, self.tokenizer)
         batches = PairBatches(cfg.data.files, self._render, spec, fits=self._fits, parse=self._parse)
         self._render(batches.sample(0))  # a pairs file of another run is refused before any step
         return batches
@@ -105,7 +105,14 @@ class RLGFTrainer(Trainer):
         return checked_pair(record, where, self.reference_sha256, self.ratio, self.cfg.model.memory_weights)
 
     def _render(self, record: dict[str, Any]) -> TokenizedPair:
-        return render_pair(self.tokenizer, self.layout, record)
+        context = self.contexts.get(record["id"])
+        if context is None:
+            settings = self.cfg.rlgf
+            raise TrainingInputError(
+                f"pair {record['id']} is not a question of this run's rlgf.* (hotpotqa={settings.hotpotqa}, "
+                f"squad={settings.squad}, context_tokens={settings.context_tokens}, seed={self.cfg.seed}): train with "
+                "the settings the pairs were built with (their OUT.stats.json)")
+        return render_pair(self.tokenizer, self.layout, record, context)
 
     def _next_micro_batches(self) -> list[list[TokenizedPair]] | None:
         batches = []

@@ -22,6 +22,7 @@ from memorag.config import ConfigError, load_config
 from memorag.training.cli import train_main
 from memorag.training.config import TrainConfig
 from memorag.training.errors import TrainingInputError
+from memorag.training.rlgf_pairs import pair_of, read_records
 from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, tiny_model
 from tests.training.helpers import ROOT, reset_accelerate, resumed_equals_straight, train_losses
 
@@ -101,15 +102,17 @@ def test_the_pairs_are_tuning_questions_best_against_worst_with_the_starting_mod
     stats = json.loads(pairs.with_name(pairs.name + ".stats.json").read_text())
     kept = records(pairs)
     assert stats["questions"] == 6 and stats["pairs"] == len(kept) >= 2 and not pairs.with_name("pairs.jsonl.partial").exists()
-    questions = records(pairs.with_name("pairs.jsonl.questions.jsonl"))
+    questions = list(read_records(pairs.with_name("pairs.jsonl.questions")).values())
     assert len(questions) == 6 and sum(q["dropped"] is None for q in questions) == len(kept)
+    assert [pair_of(q) for q in questions if q["dropped"] is None] == kept and "context" not in kept[0]
     cfg = rlgf_config(Path("unused"))
     starting = build_model(cfg.model, cfg.memory).memory_weights_hash()
     for record in kept:
         assert record["task"].startswith("hotpotqa") and 0 <= record["row"] < 5000
-        assert len(record["sets"]) == 4 and record["kinds"] == ["spans", "questions", "draft"]
-        scores = [item["score"] for item in record["sets"]]
-        assert scores[record["chosen"]] == max(scores) > scores[record["rejected"]] == min(scores)
+        assert record["kinds"] == ["spans", "questions", "draft"]
+        sets = next(q for q in questions if q["id"] == record["id"])["sets"]
+        scores = [item["score"] for item in sets]
+        assert len(sets) == 4 and record["chosen"]["score"] == max(scores) > record["rejected"]["score"] == min(scores)
         assert record["reference"]["memory_weights_sha256"] == starting == stats["reference_memory_weights_sha256"]
 
 
@@ -150,14 +153,18 @@ def test_a_resume_over_a_changed_pairs_file_is_refused(tmp_path, pairs):
         run(rlgf_config(tmp_path / "run", *settings))
 
 
-def test_pairs_of_held_out_rows_or_of_other_weights_are_refused(tmp_path, pairs):
+def test_pairs_of_held_out_rows_other_weights_or_other_contexts_are_refused(tmp_path, pairs):
     held_out = subset(pairs, tmp_path / "held-out", 1, row=5000)
     with pytest.raises(TrainingInputError, match="not a tuning row"):
         run(rlgf_config(tmp_path / "a", f"data.files=[{held_out}]", "optim.max_steps=1"))
     with pytest.raises(TrainingInputError, match="reference log-probabilities come from memory weights"):
         run(rlgf_config(tmp_path / "b", f"data.files=[{subset(pairs, tmp_path, 1)}]", "optim.max_steps=1",
                         "model.init_seed=1"))
-    assert not list((tmp_path / "a").glob("checkpoint-*")) and not list((tmp_path / "b").glob("checkpoint-*"))
+    with pytest.raises(TrainingInputError, match="is not a question of this run's rlgf"):
+        run(rlgf_config(tmp_path / "c", f"data.files=[{subset(pairs, tmp_path / 'c', 1, id='elsewhere')}]"))
+    with pytest.raises(TrainingInputError, match="tokenizes to other ids"):
+        run(rlgf_config(tmp_path / "d", f"data.files=[{subset(pairs, tmp_path / 'd', 1, context_sha256='0' * 64)}]"))
+    assert not [path for run_dir in "abcd" for path in (tmp_path / run_dir).glob("checkpoint-*")]
 
 
 def test_only_a_functional_cache_is_continued():
@@ -182,21 +189,28 @@ def test_no_held_out_question_is_sampled_or_scored():
     check_tuning("hotpotqa_dev_longctx", {"row": 4999}, "question")
 
 
-def test_a_stopped_build_goes_on_where_it_stopped_and_gives_the_same_pairs(tmp_path, pairs):
+def test_a_stopped_build_goes_on_where_it_stopped_and_gives_the_same_pairs(tmp_path, pairs, monkeypatch):
+    monkeypatch.setattr("memorag.training.rlgf_pairs.SHARD_QUESTIONS", 2)
     out = tmp_path / "pairs.jsonl"
     cfg = rlgf_config(tmp_path / "unused")
 
-    def stop_after_two(record):
-        if len(records(out.with_name("pairs.jsonl.partial"))) == 2:
+    partial = out.with_name("pairs.jsonl.partial")
+
+    def stop_after_three(record):
+        if len(read_records(partial)) == 3:
+            with open(partial / "part-00001.jsonl", "a") as handle:  # the shards' order (2 a shard) and a torn line
+                handle.write('{"id": "torn')
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        build(cfg, out, on_question=stop_after_two)
-    assert not out.exists() and len(records(out.with_name("pairs.jsonl.partial"))) == 2
+        build(cfg, out, on_question=stop_after_three)
+    assert not out.exists() and sorted(p.name for p in partial.iterdir()) == ["part-00000.jsonl", "part-00001.jsonl"]
     stats = build(cfg, out)
-    assert stats["resumed_questions"] == 2
+    assert stats["resumed_questions"] == 3
+    assert records(out) == records(pairs)
     strip = lambda rows: [{k: v for k, v in row.items() if k not in ("build_s", "timings")} for row in rows]  # noqa: E731
-    assert strip(records(out)) == strip(records(pairs))
+    questions = [read_records(path.with_name(path.name + ".questions")).values() for path in (out, pairs)]
+    assert strip(questions[0]) == strip(questions[1])
 
 
 @pytest.mark.parametrize("override, named", [
