@@ -195,3 +195,30 @@ def test_every_local_decoding_runs_the_loop_and_none_calls_transformers_generate
     model.generate_ids_batch([[5, 6], [7]], memory, max_new_tokens=3, do_sample=True, top_p=0.9, seed=1)
     LocalGenerator.from_memory_model(model).generate("ab cd", max_new_tokens=3)
     assert len(runs) == 5
+
+
+@pytest.mark.parametrize("spread", [0.5, 8.0], ids=["nucleus-beyond-the-candidates", "nucleus-within-them"])
+def test_top_p_and_top_k_draw_from_the_tokens_a_full_ranking_keeps(spread):
+    """The draw ranks only the likeliest `CANDIDATES` when they hold the nucleus, and the whole vocabulary when
+    they do not: either way it draws exactly the tokens a full ranking keeps, in their proportions."""
+    from memorag.runtime.decode_loop import CANDIDATES
+
+    vocab = 3 * CANDIDATES
+    scores = torch.randn(vocab, generator=torch.Generator().manual_seed(5)) * spread
+    for sampling in (Sampling(do_sample=True, top_p=0.9), Sampling(do_sample=True, top_k=2000, top_p=0.95)):
+        probabilities = scores.softmax(-1)
+        ranked, order = probabilities.sort(descending=True)
+        keep = ranked.cumsum(-1) - ranked < sampling.top_p
+        if sampling.top_k:
+            keep[sampling.top_k:] = False
+        kept = set(order[keep].tolist())
+        expected = torch.zeros(vocab).index_put_((order[keep],), ranked[keep])
+        expected /= expected.sum()
+        generator, draws = torch.Generator().manual_seed(0), 3000
+        counts = torch.bincount(torch.tensor([choose_token(scores, sampling, None, generator)[0] for _ in range(draws)]),
+                                minlength=vocab)
+        assert set(counts.nonzero().flatten().tolist()) <= kept
+        likeliest = order[:5]  # the frequencies of the likeliest tokens, within sampling error
+        assert torch.allclose(counts[likeliest] / draws, expected[likeliest], atol=5 * (1 / draws) ** 0.5)
+        if spread < 1:
+            assert len(kept) > CANDIDATES and int((counts[order[CANDIDATES:]] > 0).sum()) > 0

@@ -225,8 +225,10 @@ def decode(model: MemoryCore, prompts: Sequence[Sequence[int]], memory: Memory |
     if len(prompts) > 1 and not exact:
         plan = "shared"
         block = allocate_block(model, memory, len(prompts), max(len(ids) for ids in prompts) + max_new_tokens)
-        logger.warning("decoding %d prompts as one batch with shared matrix products (exact=False): a reply can "
-                       "differ from one-by-one decoding where two tokens (nearly) tie", len(prompts))
+        sampled = sampling.do_sample and sampling.temperature > 0  # a draw either way: nothing to warn of
+        logger.log(logging.INFO if sampled else logging.WARNING, "decoding %d prompts as one batch with shared matrix "
+                   "products (exact=False): a reply can differ from one-by-one decoding where two tokens (nearly) tie",
+                   len(prompts))
     elif len(prompts) > 1 and model.decoding_compiled:
         plan = "alone"  # the compiled step runs one sequence's shapes: each prompt in a step of its own
         logger.info("decoding %d prompts as one batch, each in a step of its own through the compiled decoding "

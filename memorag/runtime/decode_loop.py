@@ -136,20 +136,31 @@ def choose_token(logits: torch.Tensor, sampling: Sampling, seen: torch.Tensor | 
     return _draw(scores, sampling, generator), scores
 
 
+# tokens ranked before a full sort: a nucleus inside them (almost every step) is found without sorting the vocabulary
+CANDIDATES = 1024
+
+
 def _draw(scores: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
-    """A token drawn from scores [1, V] after the temperature, top-k and top-p (the likeliest token always stays)."""
+    """A token drawn from scores [1, V] after the temperature, top-k and top-p (the likeliest token always stays).
+    The filters keep a prefix of the tokens ranked by score: when the `CANDIDATES` likeliest hold it (the top-k
+    within them, or their probability reaching top-p), only they are ranked, else the whole vocabulary."""
     scores = scores / sampling.temperature
-    ranked, order = scores.sort(dim=-1, descending=True)  # [1, V]
+    probabilities = scores.softmax(-1)
+    candidates = min(CANDIDATES, scores.shape[-1])
+    ranked, order = probabilities.topk(candidates, dim=-1)  # [1, C], the likeliest first
+    within = (0 < sampling.top_k <= candidates) or float(ranked.sum()) >= sampling.top_p
+    if not (sampling.top_k or sampling.top_p < 1.0):
+        ranked, order = probabilities, None  # no filter: a draw over the whole vocabulary
+    elif not within:
+        ranked, order = probabilities.sort(dim=-1, descending=True)
     keep = torch.ones_like(ranked, dtype=torch.bool)
     if sampling.top_k:
         keep[:, sampling.top_k:] = False
     if sampling.top_p < 1.0:
-        before = ranked.softmax(-1).cumsum(-1) - ranked.softmax(-1)  # probability of the tokens ranked above
-        keep &= before < sampling.top_p
+        keep &= ranked.cumsum(-1) - ranked < sampling.top_p  # the probability of the tokens ranked above
     keep[:, 0] = True
-    probabilities = ranked.masked_fill(~keep, -math.inf).softmax(-1)
-    drawn = torch.multinomial(probabilities, 1, generator=generator)  # [1, 1], a position in `order`
-    return int(order[0, drawn[0, 0]])
+    drawn = torch.multinomial(ranked.masked_fill(~keep, 0.0), 1, generator=generator)  # [1, 1]
+    return int(drawn[0, 0]) if order is None else int(order[0, drawn[0, 0]])
 
 
 class DecodeRows(Protocol):

@@ -109,13 +109,16 @@ class PairModels:
 def sample_clue_sets(rag: MemoRAG, query: str, language: str, settings: RLGFSection, seed: int
                      ) -> tuple[dict[str, tuple[str, bool]], list[list[list[int]]]]:
     """The clue requests of `query` and `settings.samples` sampled clue sets over `rag`'s memory: per set,
-    per kind, the reply's ids (its stop token appended when it ended on one), all decoded as one batch."""
+    per kind, the reply's ids (its stop token appended when it ended on one), all decoded as one batch whose
+    matrix products are shared (`exact=False`: a sampled reply is a draw, not a lone decoding to match, and the
+    shared products are the faster, docs/training.md)."""
     model = rag.memory_model
     requests = clue_requests(rag.mode(MODE).settings_of(rag.config), query, TASK, language)
     prompts = [prompt for prompt, _ in requests.values()]
     limit = rag.config.clue_max_new_tokens
     replies = model.generate_ids_batch(prompts * settings.samples, rag.memory, max_new_tokens=limit, do_sample=True,
-                                       temperature=settings.temperature, top_p=settings.top_p, seed=seed)
+                                       temperature=settings.temperature, top_p=settings.top_p, seed=seed,
+                                       exact=False)
     stop = stop_token_ids(model.tokenizer, model.base_model)[:1]
     ended = [ids + stop if len(ids) < limit else ids for ids in replies]
     kinds = len(prompts)
