@@ -188,7 +188,8 @@ def question_record(models: PairModels, pipeline, example: Any, settings: RLGFSe
     memory = rag.memory
     record = {"id": example.id, "task": example.task, "row": example.meta.get("row"),
               "article": example.meta.get("article"), "split": example.meta.get("split"),
-              "question": query, "answers": list(example.answers), "context_sha256": memory.content_sha256, "ratio": memory.ratio, "kinds": list(requests),
+              "question": query, "answers": list(example.answers), "context_sha256": memory.content_sha256,
+              "ratio": memory.ratio, "kinds": list(requests),
               "prompt_ids": [rag.memory_model.prompt_ids(prompt, memory) for prompt, _ in requests.values()],
               "sets": scored, "chosen": best, "rejected": worst, "dropped": dropped}
     if dropped is None:
