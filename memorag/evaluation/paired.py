@@ -6,7 +6,9 @@ task, length and example id (and mode, when neither side names one). Per task x 
 each side's mean score x 100 with a 95% bootstrap interval over the questions, the paired
 difference B - A with its interval, how many questions B answered better, worse and the same,
 the share each side answered, and, for SQuAD v2 (`squad_v2_f1`), the F1 on the answerable
-questions and the share of the unanswerable ones reported as no answer.
+questions and the share of the unanswerable ones reported as no answer. Where every record of a cell
+has a gold-evidence recall over all its evidence (`recall@all`), each side's mean recall x 100 and
+B - A with their intervals too, and the evidence tokens each side read.
 """
 
 from __future__ import annotations
@@ -67,6 +69,13 @@ def _cell(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
         "answered_b": round(100 * sum(bool(r["answered"]) for r in b) / len(b), 1),
     }
     cell["same"] = cell["questions"] - cell["b_better"] - cell["b_worse"]
+    if all((r.get("recall") or {}).get("recall@all") is not None for r in a + b):
+        def recall(record):
+            return record["recall"]["recall@all"]
+        cell["recall_a"], cell["recall_b"] = _mean(a, recall), _mean(b, recall)
+        cell["recall_b_minus_a"] = mean_interval([100 * (recall(y) - recall(x)) for x, y in pairs])
+        cell["evidence_tokens_a"] = round(sum(r["evidence_tokens"] for r in a) / len(a))
+        cell["evidence_tokens_b"] = round(sum(r["evidence_tokens"] for r in b) / len(b))
     if cell["metric"] == "squad_v2_f1":
         answerable = [pair for pair in pairs if pair[0]["answers"]]
         impossible = [pair for pair in pairs if not pair[0]["answers"]]
@@ -107,6 +116,17 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{_interval(cell['a'])} | {_interval(cell['b'])} | {_interval(cell['b_minus_a'])} | "
                      f"{cell['b_better']} / {cell['b_worse']} / {cell['same']} | "
                      f"{cell['answered_a']} / {cell['answered_b']} |")
+    recalled = [cell for cell in result["cells"] if "recall_a" in cell]
+    if recalled:
+        lines += ["", "Gold-evidence recall over all the evidence each side read (x 100, 95% bootstrap interval), "
+                  "and the evidence tokens it read (mean).", "",
+                  "| task | length | mode | n | recall A | recall B | B - A | evidence tokens A / B |",
+                  "|---|---:|---|---:|---|---|---|---|"]
+        for cell in recalled:
+            lines.append(f"| {cell['task']} | {cell['length']} | {cell['mode']} | {cell['questions']} | "
+                         f"{_interval(cell['recall_a'])} | {_interval(cell['recall_b'])} | "
+                         f"{_interval(cell['recall_b_minus_a'])} | "
+                         f"{cell['evidence_tokens_a']:,} / {cell['evidence_tokens_b']:,} |")
     squad = [cell for cell in result["cells"] if cell["metric"] == "squad_v2_f1"]
     if squad:
         lines += ["", "SQuAD v2 by kind: F1 on answerable questions; on unanswerable ones, the share reported "

@@ -61,3 +61,21 @@ def test_sides_that_share_no_question_are_refused(tmp_path):
     b = write_run(tmp_path / "b", [record("q2", 1.0)])
     with pytest.raises(ValueError, match="share no question"):
         compare(Side.parse(str(a)), Side.parse(str(b)))
+
+
+def test_gold_evidence_recall_is_compared_where_every_record_has_it(tmp_path):
+    def with_recall(example_id, score, recall, tokens, **kwargs):
+        return {**record(example_id, score, **kwargs), "recall": {"recall@all": recall}, "evidence_tokens": tokens}
+
+    run = write_run(tmp_path / "run", [
+        with_recall("q1", 0.0, 0.5, 900), with_recall("q1", 1.0, 1.0, 1300, mode="memorag"),
+        with_recall("q2", 1.0, 0.5, 1100), with_recall("q2", 1.0, 0.5, 1100, mode="memorag")])
+    result = compare(Side.parse(f"{run}:rag"), Side.parse(f"{run}:memorag"))
+    (cell,) = result["cells"]
+    assert cell["recall_a"]["points"] == 50.0 and cell["recall_b"]["points"] == 75.0
+    assert cell["recall_b_minus_a"]["points"] == 25.0
+    assert (cell["evidence_tokens_a"], cell["evidence_tokens_b"]) == (1000, 1200)
+    assert "| hotpotqa | 4096 | rag / memorag | 2 | 50.0 (50.0 to 50.0) | 75.0 (50.0 to 100.0) |" in markdown(result)
+    without = write_run(tmp_path / "plain", [record("q1", 0.0), record("q1", 1.0, mode="memorag")])
+    (cell,) = compare(Side.parse(f"{without}:rag"), Side.parse(f"{without}:memorag"))["cells"]
+    assert "recall_a" not in cell  # a mode with no evidence recall has none to compare
