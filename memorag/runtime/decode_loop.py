@@ -136,7 +136,7 @@ def choose_token(logits: torch.Tensor, sampling: Sampling, seen: torch.Tensor | 
     return _draw(scores, sampling, generator), scores
 
 
-# tokens ranked before a full sort: a nucleus inside them (almost every step) is found without sorting the vocabulary
+# tokens ranked before a full sort: a nucleus inside them is found without sorting the vocabulary
 CANDIDATES = 1024
 
 
@@ -146,13 +146,13 @@ def _draw(scores: torch.Tensor, sampling: Sampling, generator: torch.Generator |
     within them, or their probability reaching top-p), only they are ranked, else the whole vocabulary."""
     scores = scores / sampling.temperature
     probabilities = scores.softmax(-1)
-    candidates = min(CANDIDATES, scores.shape[-1])
-    ranked, order = probabilities.topk(candidates, dim=-1)  # [1, C], the likeliest first
-    within = (0 < sampling.top_k <= candidates) or float(ranked.sum()) >= sampling.top_p
     if not (sampling.top_k or sampling.top_p < 1.0):
-        ranked, order = probabilities, None  # no filter: a draw over the whole vocabulary
-    elif not within:
-        ranked, order = probabilities.sort(dim=-1, descending=True)
+        ranked, order = probabilities, None  # no filter: a draw over the whole vocabulary, nothing ranked
+    else:
+        candidates = min(CANDIDATES, scores.shape[-1])
+        ranked, order = probabilities.topk(candidates, dim=-1)  # [1, C], the likeliest first
+        if not ((0 < sampling.top_k <= candidates) or float(ranked.sum()) >= sampling.top_p):
+            ranked, order = probabilities.sort(dim=-1, descending=True)
     keep = torch.ones_like(ranked, dtype=torch.bool)
     if sampling.top_k:
         keep[:, sampling.top_k:] = False
