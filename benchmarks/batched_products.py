@@ -1,4 +1,4 @@
-"""The exact clue batch with and without its products shared among sequences (memorag/memory/linear.py), in one process.
+"""The exact clue batch with and without its products shared among sequences (`project` in memorag/memory/attention.py), in one process.
 
     python benchmarks/batched_products.py --rounds 10 > raw.jsonl
     python benchmarks/batched_products.py --products >> raw.jsonl
@@ -40,7 +40,7 @@ QUESTION = "Which city was Jonah sent to?"
 
 def clue_stage_rounds(rounds: int) -> None:
     from memorag.commands.main import _quiet_libraries
-    from memorag.memory import linear
+    from memorag.memory import attention as products
     from memorag.pipeline import MemoRAG
     from memorag.retrieval import Document
 
@@ -55,7 +55,7 @@ def clue_stage_rounds(rounds: int) -> None:
     replies = {}
 
     def measure(label: str, round_index: int) -> float:
-        with (patch.object(linear.ExactProducts, "way", return_value=linear.EACH) if label == BEFORE
+        with (patch.object(products.ExactProducts, "way", return_value=products.EACH) if label == BEFORE
               else nullcontext()):
             started = time.perf_counter()
             _, raw = handler.write_clues(context, QUESTION, "memorag", language)

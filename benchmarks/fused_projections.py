@@ -25,8 +25,7 @@ from torch.nn import functional as F
 
 from memorag.benchmarking.machine import cpu_model
 from memorag.benchmarking.shapes import SHAPES, shape_config
-from memorag.memory.masks import RawMemoryRows
-from memorag.memory.schedule import WindowPiece
+from memorag.memory.schedule import RawMemoryRows, WindowPiece
 
 
 def _weights(out_features: list[int], hidden: int, dtype: torch.dtype) -> list[torch.Tensor]:

@@ -266,7 +266,7 @@ def test_inside_the_memory_package_every_module_points_down():
     assert len(graph) >= 15 and not cycles(graph)
     importers = {module for module, targets in graph.items() if "memorag.memory.model" in targets}
     assert importers <= {"memorag.memory"}, f"modules that reach up to the model: {sorted(importers)}"
-    below_core = {f"memorag.memory.{name}" for name in ("config", "families", "schedule", "masks", "linear",
+    below_core = {f"memorag.memory.{name}" for name in ("config", "families", "schedule",
                                                         "cache", "attention", "compiled", "state")}
     assert not {module for module in below_core if "memorag.memory.core" in graph[module]}
 

@@ -1,4 +1,4 @@
-"""Memory-aware attention: the step contexts, the kernels, and the module wrapping a base attention.
+"""The decoder layer's computation: the products, the kernels, memory-aware attention and the block.
 
 `MemoryAttention` keeps the family's own attention as `base_layer` (frozen) and adds the
 memory projections (`memory.q/k/v[/o]`, copies of the base projections). It holds no state:
@@ -8,7 +8,8 @@ in sequence order; raw rows use the base projections, memory rows the memory pro
 each computed only for its own rows) and where its keys and values go. Without a context it
 is the base attention, untouched, so a patched model still runs as plain transformers.
 
-The contexts, one per kind of step (the caller of the step names the kind, memory/core.py):
+The contexts, one per kind of step (the caller of the step names the kind, memory/core.py), live
+with the cache they write to (memory/cache.py; `StepContext` here is what a layer asks of them):
 - `ValidRowsStep`: a piece of a window over its cache's valid rows;
 - `WholeBufferStep`: a decoding step over whole cache buffers with an additive bias, its shapes the
   same token after token, so that it compiles whole;
@@ -17,13 +18,18 @@ The contexts, one per kind of step (the caller of the step names the kind, memor
 Both kinds attend through the one kernel registry (`KERNELS`, the kernel the config names), each
 kernel taking the keys a query sees in either form (`KeysSeen`), and the layer's head groups
 (grouped-query attention is decided once, when the layer is wrapped: `MemoryAttention.kv_groups`).
+Every product of the layer (projections, MLP, the model's head) goes through `project`, which can
+round each sequence of a packed batch as alone (the products section below says how and why), and
+`decoder_block` is the layer's forward for every supported family.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -31,10 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention.bias import causal_lower_right
 
-from .cache import MemoryCache
 from .families import Family
-from .linear import ExactProducts, SequenceRows, is_plain_linear, project
-from .masks import RawMemoryRows, full_mask
+from .schedule import RawMemoryRows, full_mask
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -46,6 +50,148 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     """Rotate `x` [B, H, T, d] by `cos`/`sin` [B or 1, T, d] (the Llama half-split convention)."""
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     return x * cos + rotate_half(x) * sin
+
+
+# -- the products ---------------------------------------------------------------------------------
+# The memory model's products over packed rows (docs/memory-model.md, "Linear layers in decoding").
+#
+# An exact batch (`PackedStepRows`, memory/attention.py) decodes each sequence bit for bit as one-by-one
+# decoding does, so each linear layer must round a sequence's rows as it rounds them alone. A matrix
+# product's rounding depends on its shape: `F.linear` over one row takes a matrix-vector kernel, over
+# several a matrix-matrix one that sums in another order, and a small model's logits tie often enough
+# that one rounding step changes a greedy reply. `project(layer, rows, sequences)` is `layer(rows)`; with
+# `sequences` (a `SequenceRows`: the sequences' bounds for each row count the step projects), it computes
+# each sequence's rows as a product of their own, with the strides a lone sequence's rows have, and
+# concatenates them. The bounds are an argument, handed down by the step that packs the rows: nothing is
+# read from the thread or the module.
+#
+# Sequences with the same number of rows (in a decoding round: one raw row each, or two with a memory
+# token) may be multiplied together, in one of three ways: `together`, one `F.linear` over all their rows
+# (on a CPU whose kernel sums each row alike whatever the rows beside it, bf16 on AMX among them, the same
+# bits as alone at the cost of one shared product); `batched`, one `torch.bmm` against the weight (torch on
+# the CPU computes it as one product per sequence with its own shape; on other kernels it copies the
+# weight at each call); or `each`, one `F.linear` per sequence, always as alone. Which ones round as alone,
+# and which of those is fastest, depends on the device, the dtype and the kernels, so it is measured, not
+# assumed: the first time a shape (rows per sequence, sequences, features, dtypes, device, threads) is met,
+# `together` and `batched` are computed on random rows and compared bit for bit with `each`, and the
+# fastest of the ways that match is kept for that shape. The answers are a table the model owns
+# (`ExactProducts`, one per memory model) and hands down with the bounds; torch's thread count is part of
+# a shape's key, as it decides how the CPU kernel splits a product.
+#
+# A layer that is not a plain `nn.Linear` (peft's low-rank layers, bitsandbytes' quantized ones) is called
+# as a module on each sequence's rows: what it computes for a lone sequence, whatever it is.
+TOGETHER, BATCHED, EACH = "together", "batched", "each"  # the ways to multiply sequences of equal size
+# (the way, a call computing it) -> seconds the call takes: how `ExactProducts` times the ways
+Timer = Callable[[str, Callable[[], object]], float]
+
+
+def best_seconds(way: str, call: Callable[[], object], rounds: int = 3) -> float:
+    """The fastest of `rounds` runs of `call`, after one untimed run."""
+    call()
+    best = math.inf
+    for _ in range(rounds):
+        started = time.perf_counter()
+        out = call()
+        if isinstance(out, torch.Tensor) and out.is_cuda:
+            torch.cuda.synchronize(out.device)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+class ExactProducts:
+    """Per shape, the fastest way to multiply sequences of equal size that rounds each as alone; the first
+    question for a shape checks and times the ways on random rows (`timer`), later ones read the answer."""
+
+    def __init__(self, timer: Timer = best_seconds) -> None:
+        self.timer = timer
+        self.known: dict[tuple, str] = {}
+
+    def way(self, layer: nn.Linear, size: int, count: int, like: torch.Tensor) -> str:
+        key = (layer.in_features, layer.out_features, layer.bias is not None, size, count, like.dtype, like.device,
+               layer.weight.dtype, torch.get_num_threads())
+        known = self.known.get(key)
+        if known is None:
+            known = self.known[key] = self._fastest(layer, size, count, like)
+        return known
+
+    def _fastest(self, layer: nn.Linear, size: int, count: int, like: torch.Tensor) -> str:
+        generator = torch.Generator(device=like.device).manual_seed(0)
+        rows = torch.randn(count, size, layer.in_features, generator=generator, device=like.device).to(like.dtype)
+        with torch.no_grad():
+            alone = multiply(EACH, rows, layer)
+            exact = [way for way in (TOGETHER, BATCHED) if torch.equal(multiply(way, rows, layer), alone)]
+            return min([*exact, EACH], key=lambda way: self.timer(way, lambda: multiply(way, rows, layer)))
+
+
+def multiply(way: str, rows: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
+    """`rows` [P, n, in] (P sequences of n rows, contiguous) through `layer` the way `way` says: [P, n, out]."""
+    if way == TOGETHER:
+        return F.linear(rows.reshape(-1, rows.shape[-1]), layer.weight, layer.bias).view(*rows.shape[:2], -1)
+    if way == BATCHED:
+        return products_together(rows, layer.weight, layer.bias)
+    return torch.cat([F.linear(rows[index : index + 1], layer.weight, layer.bias) for index in range(rows.shape[0])])
+
+
+@dataclass(frozen=True)
+class SequenceRows:
+    """Which packed rows belong to which sequence: `bounds[N]` ([0, ..., N]) splits a tensor of N rows (all
+    of a step's rows, or its raw rows, or its memory rows, projected apart); `products` is the model's table."""
+
+    bounds: dict[int, list[int]]
+    products: ExactProducts = field(compare=False)
+
+    @classmethod
+    def one_each(cls, count: int, products: ExactProducts) -> SequenceRows:
+        """`count` rows, each a sequence of its own."""
+        return cls({count: list(range(count + 1))}, products)
+
+
+def project(layer: nn.Module, inputs: torch.Tensor, sequences: SequenceRows | None = None) -> torch.Tensor:
+    """`layer(inputs)` ([..., N, in]); with `sequences`, each sequence's rows as when it is alone."""
+    bounds = sequences.bounds.get(inputs.shape[-2]) if sequences is not None and inputs.dim() >= 2 else None
+    if bounds is None or len(bounds) <= 2:
+        return layer(inputs)
+    sizes = [end - start for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
+    # each sequence's rows with the strides a lone sequence's rows have: a view into the packed rows keeps
+    # the packed strides, which send `F.linear` to another kernel (a batched product); a view of the view
+    # with its own shape takes the plain strides without a copy, as the rows are contiguous
+    parts = [rows.contiguous().view(rows.shape) for rows in inputs.split(sizes, dim=-2)]
+    if not is_plain_linear(layer):
+        return torch.cat([layer(part) for part in parts if part.shape[-2]], dim=-2)
+    outputs: list[torch.Tensor | None] = [None] * len(parts)
+    for size, members in _by_size(sizes).items():
+        way = sequences.products.way(layer, size, len(members), inputs) if len(members) > 1 else EACH
+        if way == EACH:
+            for index in members:
+                outputs[index] = F.linear(parts[index], layer.weight, layer.bias)
+            continue
+        stacked = torch.stack([parts[index].reshape(size, -1) for index in members])  # [P, size, in]
+        together = multiply(way, stacked, layer)  # [P, size, out]
+        for row, index in enumerate(members):
+            outputs[index] = together[row].view(*parts[index].shape[:-1], -1)
+    return torch.cat([out for out in outputs if out is not None], dim=-2)
+
+
+def _by_size(sizes: list[int]) -> dict[int, list[int]]:
+    """Sequence indices by their number of rows, in order; sequences without rows left out."""
+    groups: dict[int, list[int]] = {}
+    for index, size in enumerate(sizes):
+        if size:
+            groups.setdefault(size, []).append(index)
+    return groups
+
+
+def products_together(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """`rows` [P, n, in] times the weight [out, in] as P products of one sequence each: [P, n, out]."""
+    shared = weight.T.expand(rows.shape[0], -1, -1)  # [P, in, out], no copy
+    if bias is None:
+        return torch.bmm(rows, shared)
+    return torch.baddbmm(bias.expand(rows.shape[0], rows.shape[1], -1), rows, shared)
+
+
+def is_plain_linear(module: nn.Module) -> bool:
+    """A plain linear layer: `nn.Linear` itself (not a quantized or low-rank subclass or wrapper)."""
+    return type(module) is nn.Linear
 
 
 # -- the kernels ----------------------------------------------------------------------------------
@@ -128,7 +274,7 @@ def head_groups(config) -> tuple[int, int]:
     return kv_heads, heads // kv_heads
 
 
-# -- the step contexts ----------------------------------------------------------------------------
+# -- what a layer asks of a step's context ------------------------------------------------------------
 class StepContext(Protocol):
     """What every layer of one step is given: which rows are memory tokens, the dtype of the cache, and
     where the keys (rotated to their positions) go and what they attend over."""
@@ -141,172 +287,6 @@ class StepContext(Protocol):
         """Write the step's `key`/`value` [B, H_kv, T, d] for `attention`'s layer and attend `query`
         [B, H, T, d] over them; [B, T, H, d]."""
         ...
-
-
-@dataclass
-class ValidRowsStep:
-    """A piece of a window over its cache's valid rows: the keys `[memory entries | window so far | these
-    rows]`, which of them each row sees as `seen` says (a prefix and a window mask)."""
-
-    cache: MemoryCache
-    seen: KeysSeen
-    rows: RawMemoryRows | None = None
-    implementation: str = "sdpa"
-    dtype: torch.dtype | None = None
-
-    # Never compiled: the cache write and the number of keys change from window to window, so compiled
-    # layers (memory/compiled.py) break their graph here. The layer's index is read here, not in the
-    # compiled code, so that one graph serves every layer; the output leaves contiguous, one layout.
-    @torch.compiler.disable
-    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
-               value: torch.Tensor) -> torch.Tensor:
-        keys, values = self.cache.update(key, value, attention.layer_idx)  # [B, H_kv, S, d]
-        kernel = KERNELS[self.implementation]
-        return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups).contiguous()
-
-
-@dataclass
-class WholeBufferStep:
-    """A decoding step over whole cache buffers: every field a tensor or a constant of the model, so that
-    its shapes stay the same token after token and it compiles whole."""
-
-    keys: list[torch.Tensor]  # per layer [B, H_kv, C, d], written in place
-    values: list[torch.Tensor]
-    write_rows: torch.Tensor  # [T] the buffer rows of the step's rows; [B, T] each sequence its own
-    seen: KeysSeen  # its `bias` [T, C], or [B, T, C] each sequence its own
-    rows: RawMemoryRows | None  # which of the T rows is the memory token (None: one raw row)
-    dtype: torch.dtype
-    implementation: str = "sdpa"
-
-    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
-               value: torch.Tensor) -> torch.Tensor:
-        keys, values, write_rows = self.keys[attention.layer_idx], self.values[attention.layer_idx], self.write_rows
-        if write_rows.dim() == 1:
-            keys.index_copy_(2, write_rows, key)
-            values.index_copy_(2, write_rows, value)
-        else:  # each sequence writes its own rows
-            rows = write_rows[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # [B, H_kv, T, d]
-            keys.scatter_(2, rows, key)
-            values.scatter_(2, rows, value)
-        kernel = KERNELS[self.implementation]
-        return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups)
-
-
-@dataclass
-class PackedSequencesStep:
-    """Several sequences' steps packed into one row axis (batch 1). Sequence `i` owns rows
-    `bounds[i]:bounds[i + 1]` and its own context: everything row-wise (norms, projections, MLP) runs once
-    over all rows, attention per sequence exactly as it would alone. `rows` marks the memory tokens among
-    all packed rows (None: all raw)."""
-
-    steps: list[ValidRowsStep | WholeBufferStep]
-    bounds: list[int]
-    rows: RawMemoryRows | None = None
-    dtype: torch.dtype | None = None
-
-    @torch.compiler.disable  # as `ValidRowsStep.attend`
-    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
-               value: torch.Tensor) -> torch.Tensor:
-        outputs = []
-        for step, start, end in zip(self.steps, self.bounds[:-1], self.bounds[1:], strict=True):
-            part = slice(start, end)
-            outputs.append(step.attend(attention, query[:, :, part].contiguous(), key[:, :, part].contiguous(),
-                                       value[:, :, part]))
-        return torch.cat(outputs, dim=1)
-
-
-@dataclass
-class StepRows:
-    """A step's rows as the layers take them: raw rows with the piece's memory tokens inserted."""
-
-    hidden: torch.Tensor  # [B, T, D] input states, raw and memory rows in sequence order
-    positions: torch.Tensor  # [1, T]
-    rows: RawMemoryRows | None  # which rows are memory tokens (None: all raw)
-    context: ValidRowsStep | WholeBufferStep
-
-    @property
-    def num_rows(self) -> int:
-        return self.hidden.shape[1]
-
-    @property
-    def num_memory(self) -> int:
-        return 0 if self.rows is None else int(self.rows.memory.numel())
-
-    def raw(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The raw rows [B, n, ...] of this piece's rows [B, T, ...]."""
-        return self.rows.split(hidden)[0] if self.rows is not None else hidden
-
-
-@dataclass
-class PackedStepRows:
-    """Several sequences' step rows packed along one row axis (batch 1), ready for the layers.
-
-    Sequences that continue one memory differ in length, so each reaches its memory-token rows
-    and its window's end at its own step, at its own positions: instead of padding them to one
-    shape, their rows are packed, each layer runs once over all rows, and attention runs per
-    sequence over its own cache (`PackedSequencesStep`). Given `sequence_rows` (an exact batch), every linear
-    layer rounds each sequence's rows as alone (memory/linear.py): a reply decoded in a batch then equals
-    the one decoded alone token for token. Without it, each matrix product is shared by all rows
-    (faster where the per-sequence products are slow), and a reply can differ where two tokens
-    (nearly) tie."""
-
-    parts: list[StepRows]
-    bounds: list[int]  # sequence i owns packed rows bounds[i]:bounds[i + 1]
-    hidden: torch.Tensor  # [1, sum T_i, D]
-    positions: torch.Tensor  # [1, sum T_i]
-    position_embeddings: tuple[torch.Tensor, torch.Tensor]  # cos, sin [1, sum T_i, d]
-    context: PackedSequencesStep
-
-    @classmethod
-    def of(cls, parts: list[StepRows], rotary: nn.Module, dtype: torch.dtype) -> PackedStepRows:
-        bounds, raw_rows, memory_rows = [0], [], []
-        for part in parts:
-            start, count = bounds[-1], part.num_rows
-            if part.rows is None:
-                raw_rows.extend(range(start, start + count))
-            else:
-                raw_rows.extend(start + row for row in part.rows.raw_rows)
-                memory_rows.extend(start + row for row in part.rows.memory_rows)
-            bounds.append(start + count)
-        device = parts[0].hidden.device
-        hidden = torch.cat([part.hidden for part in parts], dim=1)  # [1, sum T_i, D]
-        positions = torch.cat([part.positions for part in parts], dim=1)  # [1, sum T_i]
-        # each sequence's rotary embedding computed as it would be alone, then packed
-        embeddings = [rotary(part.hidden, part.positions) for part in parts]
-        cos = torch.cat([pair[0] for pair in embeddings], dim=1)
-        sin = torch.cat([pair[1] for pair in embeddings], dim=1)
-        rows = RawMemoryRows.of(raw_rows, memory_rows, device=device) if memory_rows else None
-        context = PackedSequencesStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
-        return cls(parts, bounds, hidden, positions, (cos, sin), context)
-
-    def sequence_rows(self, products: ExactProducts) -> SequenceRows:
-        """How the packed rows split by sequence, for products that round each one as alone (memory/linear.py):
-        all rows, and the raw rows and the memory rows where they are projected apart."""
-        splits = {self.bounds[-1]: self.bounds}
-        if self.context.rows is not None:
-            splits = _add_split(splits, _bounds([part.num_rows - part.num_memory for part in self.parts]))
-            splits = _add_split(splits, _bounds([part.num_memory for part in self.parts]))
-        return SequenceRows(splits, products)
-
-    def unpack(self, out: torch.Tensor) -> list[torch.Tensor]:
-        """The layers' output over the packed rows -> each sequence's raw rows [1, n_i, D]."""
-        return [part.raw(out[:, start:end])
-                for part, start, end in zip(self.parts, self.bounds[:-1], self.bounds[1:], strict=True)]
-
-
-def _bounds(counts: list[int]) -> list[int]:
-    bounds = [0]
-    for count in counts:
-        bounds.append(bounds[-1] + count)
-    return bounds
-
-
-def _add_split(splits: dict[int, list[int]], bounds: list[int]) -> dict[int, list[int]]:
-    total = bounds[-1]
-    if total and total in splits and splits[total] != bounds:
-        raise RuntimeError(f"two ways to split {total} packed rows by sequence ({splits[total]} and {bounds}); "
-                           "decode these prompts one by one")
-    return {**splits, total: bounds} if total else splits
 
 
 # -- the module -----------------------------------------------------------------------------------
@@ -354,7 +334,7 @@ class MemoryAttention(nn.Module):
     def _project(self, short: str, hidden: torch.Tensor, parts, rows: RawMemoryRows | None,
                  sequences: SequenceRows | None) -> torch.Tensor:
         """Project `hidden` [B, T, D] with the base projection `short`, memory rows with the memory one; with
-        `sequences`, each sequence's rows as alone (memory/linear.py)."""
+        `sequences`, each sequence's rows as alone (`project`, memory/attention.py)."""
         base = getattr(self.base_layer, self.projection_names["qkvo".index(short)])
         if rows is None or short not in self.memory:
             return project(base, hidden, sequences)
@@ -401,7 +381,7 @@ def decoder_block(family: Family, layer: nn.Module, hidden: torch.Tensor,
     attention and its context), then the gated MLP, each added to the residual, in the order of operations
     of transformers' Llama, Mistral, Qwen2 and Qwen3 layers (so the results are theirs bit for bit). It is
     ours so that an exact batch's split (`sequences`: each sequence's rows through every MLP product as
-    alone, memory/linear.py) is an argument; transformers keeps the modules, weights and configuration."""
+    alone, `project` above) is an argument; transformers keeps the modules, weights and configuration."""
     before_attention, before_mlp = (getattr(layer, name) for name in family.norms)
     hidden = hidden + attend(before_attention(hidden))
     mlp_name, gate, up, down = family.mlp

@@ -1,4 +1,5 @@
-"""The memory KV cache: memory entries and the current window, per layer.
+"""The memory KV cache (memory entries and the current window, per layer), and the step contexts that
+write a step's rows to it and attend over it.
 
 Per layer, keys and values live in one buffer `[B, H_kv, capacity, d]`: rows
 `0 .. num_entries - 1` are memory entries, then the current window's rows (raw and
@@ -19,6 +20,12 @@ grows the buffers before such a step, so the mask and every kernel see one shape
 token to token until the next doubling). Buffers are zero-filled when allocated so the
 masked rows are finite. Several prompts' caches can be rows of one `CacheBlock`, allocated
 once, so that one decoding step reads all of them (memory/decoding.py).
+
+The step contexts (what each layer of one step is given, `StepContext` in memory/attention.py), one per
+kind of step: `ValidRowsStep` (a piece of a window over the cache's valid rows), `WholeBufferStep` (a
+decoding step over whole buffers with an additive bias, its shapes the same token after token, so that
+it compiles whole) and `PackedSequencesStep` (several sequences' steps packed along one row axis, each
+attending as alone; `PackedStepRows` packs their rows, `StepRows` holds one sequence's).
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
-from .schedule import ScheduleState
+from .attention import KERNELS, ExactProducts, KeysSeen, MemoryAttention, SequenceRows
+from .schedule import RawMemoryRows, ScheduleState
 
 # Buffers hold a multiple of this many rows, so nearby lengths (a prompt or an answer a few
 # tokens longer) share one capacity and a decoding step's shapes.
@@ -226,3 +235,170 @@ class CacheBlock:
                               values=[v[p : p + 1] for v in values], allocation=Allocation(fixed=True))
                   for p in range(num_prompts)]
         return cls(keys, values, caches)
+
+
+# -- the step contexts: how a step's rows are written to the cache and attend over it ----------
+@dataclass
+class ValidRowsStep:
+    """A piece of a window over its cache's valid rows: the keys `[memory entries | window so far | these
+    rows]`, which of them each row sees as `seen` says (a prefix and a window mask)."""
+
+    cache: MemoryCache
+    seen: KeysSeen
+    rows: RawMemoryRows | None = None
+    implementation: str = "sdpa"
+    dtype: torch.dtype | None = None
+
+    # Never compiled: the cache write and the number of keys change from window to window, so compiled
+    # layers (memory/compiled.py) break their graph here. The layer's index is read here, not in the
+    # compiled code, so that one graph serves every layer; the output leaves contiguous, one layout.
+    @torch.compiler.disable
+    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor) -> torch.Tensor:
+        keys, values = self.cache.update(key, value, attention.layer_idx)  # [B, H_kv, S, d]
+        kernel = KERNELS[self.implementation]
+        return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups).contiguous()
+
+
+@dataclass
+class WholeBufferStep:
+    """A decoding step over whole cache buffers: every field a tensor or a constant of the model, so that
+    its shapes stay the same token after token and it compiles whole."""
+
+    keys: list[torch.Tensor]  # per layer [B, H_kv, C, d], written in place
+    values: list[torch.Tensor]
+    write_rows: torch.Tensor  # [T] the buffer rows of the step's rows; [B, T] each sequence its own
+    seen: KeysSeen  # its `bias` [T, C], or [B, T, C] each sequence its own
+    rows: RawMemoryRows | None  # which of the T rows is the memory token (None: one raw row)
+    dtype: torch.dtype
+    implementation: str = "sdpa"
+
+    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor) -> torch.Tensor:
+        keys, values, write_rows = self.keys[attention.layer_idx], self.values[attention.layer_idx], self.write_rows
+        if write_rows.dim() == 1:
+            keys.index_copy_(2, write_rows, key)
+            values.index_copy_(2, write_rows, value)
+        else:  # each sequence writes its own rows
+            rows = write_rows[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # [B, H_kv, T, d]
+            keys.scatter_(2, rows, key)
+            values.scatter_(2, rows, value)
+        kernel = KERNELS[self.implementation]
+        return kernel(query, keys, values, self.seen, attention.scaling, attention.kv_groups)
+
+
+@dataclass
+class PackedSequencesStep:
+    """Several sequences' steps packed into one row axis (batch 1). Sequence `i` owns rows
+    `bounds[i]:bounds[i + 1]` and its own context: everything row-wise (norms, projections, MLP) runs once
+    over all rows, attention per sequence exactly as it would alone. `rows` marks the memory tokens among
+    all packed rows (None: all raw)."""
+
+    steps: list[ValidRowsStep | WholeBufferStep]
+    bounds: list[int]
+    rows: RawMemoryRows | None = None
+    dtype: torch.dtype | None = None
+
+    @torch.compiler.disable  # as `ValidRowsStep.attend`
+    def attend(self, attention: MemoryAttention, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor) -> torch.Tensor:
+        outputs = []
+        for step, start, end in zip(self.steps, self.bounds[:-1], self.bounds[1:], strict=True):
+            part = slice(start, end)
+            outputs.append(step.attend(attention, query[:, :, part].contiguous(), key[:, :, part].contiguous(),
+                                       value[:, :, part]))
+        return torch.cat(outputs, dim=1)
+
+
+@dataclass
+class StepRows:
+    """A step's rows as the layers take them: raw rows with the piece's memory tokens inserted."""
+
+    hidden: torch.Tensor  # [B, T, D] input states, raw and memory rows in sequence order
+    positions: torch.Tensor  # [1, T]
+    rows: RawMemoryRows | None  # which rows are memory tokens (None: all raw)
+    context: ValidRowsStep | WholeBufferStep
+
+    @property
+    def num_rows(self) -> int:
+        return self.hidden.shape[1]
+
+    @property
+    def num_memory(self) -> int:
+        return 0 if self.rows is None else int(self.rows.memory.numel())
+
+    def raw(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The raw rows [B, n, ...] of this piece's rows [B, T, ...]."""
+        return self.rows.split(hidden)[0] if self.rows is not None else hidden
+
+
+@dataclass
+class PackedStepRows:
+    """Several sequences' step rows packed along one row axis (batch 1), ready for the layers.
+
+    Sequences that continue one memory differ in length, so each reaches its memory-token rows
+    and its window's end at its own step, at its own positions: instead of padding them to one
+    shape, their rows are packed, each layer runs once over all rows, and attention runs per
+    sequence over its own cache (`PackedSequencesStep`). Given `sequence_rows` (an exact batch), every linear
+    layer rounds each sequence's rows as alone (`project`, memory/attention.py): a reply decoded in a batch then equals
+    the one decoded alone token for token. Without it, each matrix product is shared by all rows
+    (faster where the per-sequence products are slow), and a reply can differ where two tokens
+    (nearly) tie."""
+
+    parts: list[StepRows]
+    bounds: list[int]  # sequence i owns packed rows bounds[i]:bounds[i + 1]
+    hidden: torch.Tensor  # [1, sum T_i, D]
+    positions: torch.Tensor  # [1, sum T_i]
+    position_embeddings: tuple[torch.Tensor, torch.Tensor]  # cos, sin [1, sum T_i, d]
+    context: PackedSequencesStep
+
+    @classmethod
+    def of(cls, parts: list[StepRows], rotary: nn.Module, dtype: torch.dtype) -> PackedStepRows:
+        bounds, raw_rows, memory_rows = [0], [], []
+        for part in parts:
+            start, count = bounds[-1], part.num_rows
+            if part.rows is None:
+                raw_rows.extend(range(start, start + count))
+            else:
+                raw_rows.extend(start + row for row in part.rows.raw_rows)
+                memory_rows.extend(start + row for row in part.rows.memory_rows)
+            bounds.append(start + count)
+        device = parts[0].hidden.device
+        hidden = torch.cat([part.hidden for part in parts], dim=1)  # [1, sum T_i, D]
+        positions = torch.cat([part.positions for part in parts], dim=1)  # [1, sum T_i]
+        # each sequence's rotary embedding computed as it would be alone, then packed
+        embeddings = [rotary(part.hidden, part.positions) for part in parts]
+        cos = torch.cat([pair[0] for pair in embeddings], dim=1)
+        sin = torch.cat([pair[1] for pair in embeddings], dim=1)
+        rows = RawMemoryRows.of(raw_rows, memory_rows, device=device) if memory_rows else None
+        context = PackedSequencesStep(steps=[part.context for part in parts], bounds=bounds, rows=rows, dtype=dtype)
+        return cls(parts, bounds, hidden, positions, (cos, sin), context)
+
+    def sequence_rows(self, products: ExactProducts) -> SequenceRows:
+        """How the packed rows split by sequence, for products that round each one as alone (`project`):
+        all rows, and the raw rows and the memory rows where they are projected apart."""
+        splits = {self.bounds[-1]: self.bounds}
+        if self.context.rows is not None:
+            splits = _add_split(splits, _bounds([part.num_rows - part.num_memory for part in self.parts]))
+            splits = _add_split(splits, _bounds([part.num_memory for part in self.parts]))
+        return SequenceRows(splits, products)
+
+    def unpack(self, out: torch.Tensor) -> list[torch.Tensor]:
+        """The layers' output over the packed rows -> each sequence's raw rows [1, n_i, D]."""
+        return [part.raw(out[:, start:end])
+                for part, start, end in zip(self.parts, self.bounds[:-1], self.bounds[1:], strict=True)]
+
+
+def _bounds(counts: list[int]) -> list[int]:
+    bounds = [0]
+    for count in counts:
+        bounds.append(bounds[-1] + count)
+    return bounds
+
+
+def _add_split(splits: dict[int, list[int]], bounds: list[int]) -> dict[int, list[int]]:
+    total = bounds[-1]
+    if total and total in splits and splits[total] != bounds:
+        raise RuntimeError(f"two ways to split {total} packed rows by sequence ({splits[total]} and {bounds}); "
+                           "decode these prompts one by one")
+    return {**splits, total: bounds} if total else splits

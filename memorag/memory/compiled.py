@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import torch
 
-from .attention import WholeBufferStep
+from .cache import WholeBufferStep
 
 # (hidden [B, T, D], positions [1, T], context) -> hidden [B, T, D]: the layers' forward
 RunLayers = Callable[[torch.Tensor, torch.Tensor, WholeBufferStep], torch.Tensor]

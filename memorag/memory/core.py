@@ -30,29 +30,31 @@ from torch import nn
 from memorag.prompting.chat_layout import PromptLayout
 
 from .attention import (
+    ExactProducts,
     KeysSeen,
     MemoryAttention,
-    PackedStepRows,
-    StepRows,
-    ValidRowsStep,
-    WholeBufferStep,
+    SequenceRows,
     apply_rope,
     decoder_block,
+    project,
 )
-from .cache import Allocation, MemoryCache
+from .cache import Allocation, MemoryCache, PackedStepRows, StepRows, ValidRowsStep, WholeBufferStep
 from .compiled import CompiledDecoding, CompiledLayers
 from .config import MemoryConfig
 from .families import family_of
-from .linear import ExactProducts, SequenceRows, project
-from .masks import RawMemoryRows, bucket_bias, compaction_rows, piece_mask, raw_memory_rows
 from .schedule import (
     ContextTooLongError,
     RatioOf,
+    RawMemoryRows,
     ScheduleState,
     WindowPiece,
+    bucket_bias,
     choose_ratio,
+    compaction_rows,
+    piece_mask,
     plan,
     ratio_function,
+    raw_memory_rows,
 )
 from .state import Memory, WeightsHash, check_identity, identity_of
 
@@ -95,7 +97,7 @@ class MemoryCore(nn.Module):
         init_id = special_token_id(tokenizer, base_model, self.config.embed_init)
         embedding = self.embed_tokens.weight[init_id].detach().clone()
         self.memory_embedding = nn.Parameter(embedding, requires_grad=True)  # [D]
-        self.exact_products = ExactProducts()  # how an exact batch multiplies its sequences (memory/linear.py)
+        self.exact_products = ExactProducts()  # how an exact batch multiplies its sequences (`project`)
         self.gradient_checkpointing = False
         self.layout = PromptLayout.for_tokenizer(tokenizer)
         self._weights_hash = WeightsHash()
@@ -220,7 +222,7 @@ class MemoryCore(nn.Module):
         and compact the window when the piece completes it. `kind` is the module docstring's. Returns
         each input's raw rows' last hidden states [B, n, D] (before the final norm), or None without
         `keep_hidden`. Several inputs are packed along one row axis; with `exact` each one's linear
-        layers also round as alone (memory/linear.py).
+        layers also round as alone (`project`, memory/attention.py).
         """
         if not inputs:
             raise ValueError("a step needs at least one piece to read")
@@ -292,7 +294,7 @@ class MemoryCore(nn.Module):
                    compiled: bool = False, sequences: SequenceRows | None = None) -> torch.Tensor:
         """The decoder layers (`attention.decoder_block`) over a step's rows [B, T, D] at `positions` [1, T]
         with its context; `compiled`: through the compiled block where `compile_windows` made it; `sequences`:
-        an exact batch's rows by sequence (memory/linear.py)."""
+        an exact batch's rows by sequence (`project`, memory/attention.py)."""
         if position_embeddings is None:
             position_embeddings = self.rotary(hidden, positions)
         block = self._compiled_layers.block if compiled and self._compiled_layers is not None else decoder_block
@@ -388,7 +390,7 @@ class MemoryCore(nn.Module):
 
     def logits_alone(self, hidden: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """`[self.logits(h) for h in hidden]` ([1, D] each), each row's head product rounded as alone
-        (memory/linear.py); the final norm runs once over all rows."""
+        (`project`, memory/attention.py); the final norm runs once over all rows."""
         rows = torch.cat([self.final_norm(states) for states in hidden])  # [n, D]
         return list(project(self.lm_head, rows, SequenceRows.one_each(rows.shape[0], self.exact_products)).split(1))
 

@@ -29,11 +29,10 @@ import torch
 from memorag.runtime.decode_loop import DecodeBatch, Request, Sampling, Stops
 from memorag.runtime.stop_tokens import stop_token_ids
 
-from .attention import KeysSeen, WholeBufferStep
-from .cache import CacheBlock, MemoryCache, bucketed
+from .attention import KeysSeen
+from .cache import CacheBlock, MemoryCache, WholeBufferStep, bucketed
 from .core import MemoryCore, StepInput, plan_steps
-from .masks import bucket_bias, raw_then_memory, self_only_bias
-from .schedule import RatioOf, ScheduleState
+from .schedule import RatioOf, ScheduleState, bucket_bias, raw_then_memory, self_only_bias
 from .state import Memory
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from torch import nn
 from .attention import KeysSeen, apply_rope, decoder_block, head_groups, sdpa
 from .cache import bucketed
 from .families import FAMILIES, Family, UnsupportedModelError, family_of
-from .masks import own_columns_bias
+from .schedule import own_columns_bias
 
 # (layer index, query [B, H, T, d], key and value [B, H_kv, T, d]) -> [B, T, H, d]: where a layer's new keys
 # and values go and what its queries attend over

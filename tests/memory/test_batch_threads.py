@@ -1,6 +1,6 @@
 """Batched decoding from several threads at once over one model (a LangChain `batch`, a server's
 requests): each thread's replies equal the ones it gets alone (each batch's split of its packed rows by
-sequence is an argument of its own step, memory/linear.py)."""
+sequence is an argument of its own step, `project` in memory/attention.py)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from memorag.memory.attention import KERNELS, KeysSeen
 from memorag.memory.cache import CAPACITY_BUCKET
-from memorag.memory.masks import bucket_bias, window_mask
+from memorag.memory.schedule import bucket_bias, window_mask
 
 from .conftest import decode_tokens, random_ids, tiny_base, tiny_memory_model
 

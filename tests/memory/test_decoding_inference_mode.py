@@ -50,7 +50,7 @@ def test_the_memory_stays_an_ordinary_tensor_and_unchanged_after_decoding():
 
 
 def test_the_window_tables_a_decode_builds_stay_ordinary_tensors_and_training_runs_after_it():
-    from memorag.memory import masks as window_tables
+    from memorag.memory import schedule as window_tables
 
     cpu = torch.device("cpu")
     for table in (window_tables._raw_memory_rows, window_tables._piece_mask, window_tables._compaction_rows):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from memorag.memory.attention import KERNELS, KeysSeen
-from memorag.memory.masks import bucket_bias, full_mask, window_mask
+from memorag.memory.schedule import bucket_bias, full_mask, window_mask
 
 from .conftest import random_ids, tiny_memory_model
 

@@ -1,4 +1,4 @@
-"""The memory model's products over packed rows (memory/linear.py; docs/memory-model.md, "Linear layers in
+"""The memory model's products over packed rows (`project` in memory/attention.py; docs/memory-model.md, "Linear layers in
 decoding"): that `project` given a packed batch's `SequenceRows` rounds each sequence as alone (its bounds
 an argument: two threads at once each get their own), that a batch decodes as one by one, and that the LM
 head's rows computed together equal each alone."""
@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from memorag.memory import MemoryConfig, MemoryModel
-from memorag.memory.linear import (
+from memorag.memory.attention import (
     BATCHED,
     EACH,
     TOGETHER,
@@ -149,7 +149,7 @@ def fixed_timer(seconds: dict[str, float], timed: list[str]):
 
 @pytest.mark.parametrize("fastest", [TOGETHER, BATCHED, EACH])
 def test_sequences_of_one_size_take_the_fastest_way_that_rounds_as_alone(fastest):
-    from memorag.memory import linear
+    from memorag.memory import attention as linear
 
     layer = nn.Linear(64, 48)
     packed = torch.randn(1, 9, 64)
@@ -177,7 +177,7 @@ def test_sequences_of_one_size_take_the_fastest_way_that_rounds_as_alone(fastest
 
 
 def test_a_way_that_rounds_otherwise_is_never_taken_however_fast():
-    from memorag.memory import linear
+    from memorag.memory import attention as linear
 
     layer = nn.Linear(64, 40)
     packed = torch.randn(1, 3, 64)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
 from memorag.memory.attention import sdpa
-from memorag.memory.masks import full_mask
+from memorag.memory.schedule import full_mask
 
 
 @pytest.mark.parametrize(("prefix", "tail"), [(0, 8), (4, 8), (256, 1024), (3, 5)])

@@ -13,8 +13,7 @@ from collections import Counter
 import pytest
 import torch
 
-from memorag.memory.masks import compaction_rows, piece_mask, raw_memory_rows
-from memorag.memory.schedule import WindowPiece
+from memorag.memory.schedule import WindowPiece, compaction_rows, piece_mask, raw_memory_rows
 from tests.host_reads import count_reads, project_reads
 
 from .conftest import CountOps, random_ids, tiny_memory_model

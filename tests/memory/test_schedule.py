@@ -95,7 +95,7 @@ def test_step_random_ratio_is_seeded_and_varies():
 def test_row_split_by_reshape_equals_row_split_by_gather():
     import torch
 
-    from memorag.memory.masks import RawMemoryRows
+    from memorag.memory.schedule import RawMemoryRows
 
     for piece in (WindowPiece(0, 16, 4, 0, 0, True), WindowPiece(0, 8, 4, 4, 0, False), WindowPiece(0, 5, 4, 6, 0, False)):
         raw_rows, memory_rows = piece.row_kinds()

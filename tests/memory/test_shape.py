@@ -1,7 +1,8 @@
 """The memory package keeps a shape a newcomer can read in one sitting (docs/contributors/design.md).
 
 At most 20 files, none over 450 lines, no function over 60; a short decode from a memory runs code
-in at most 9 of the files; and the docs' module map names every file, once, in reading order.
+in at most 7 of the files, each decoded token in at most 5; and the docs' module map names every file,
+once, in reading order.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from pathlib import Path
 
 import torch
 
+from memorag.runtime.decode_loop import DecodeBatch
+
 from .conftest import random_ids, tiny_memory_model
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "memorag" / "memory"
 DOCS = ROOT / "docs" / "contributors" / "design.md"
 
-MAX_FILES, MAX_LINES, MAX_FUNCTION_LINES, MAX_DECODE_FILES = 20, 450, 60, 9
+MAX_FILES, MAX_LINES, MAX_FUNCTION_LINES, MAX_DECODE_FILES, MAX_TOKEN_FILES = 20, 450, 60, 7, 5
 
 
 def package_files() -> list[Path]:
@@ -72,6 +75,31 @@ def files_run_by(call) -> set[str]:
     return seen
 
 
+def files_run_by_each_step(call) -> list[set[str]]:
+    """Per call of the decode loop's `DecodeBatch.step` while `call()` runs (one decoded token of each running
+    sequence), the files of the memory package whose code ran inside it."""
+    steps: list[set[str]] = []
+    depth = 0
+    prefix = str(PACKAGE) + "/"
+    step_code = DecodeBatch.step.__code__
+
+    def profile(frame, event, arg):
+        nonlocal depth
+        if frame.f_code is step_code and event in ("call", "return"):
+            depth += 1 if event == "call" else -1
+            if event == "call":
+                steps.append(set())
+        elif event == "call" and depth and frame.f_code.co_filename.startswith(prefix):
+            steps[-1].add(frame.f_code.co_filename[len(prefix):])
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return steps
+
+
 def test_a_short_decode_runs_code_in_few_files():
     model = tiny_memory_model("llama", window=16, ratios=[4])
     memory = model.memorize(random_ids(40)[0].tolist(), show_progress=False)
@@ -81,6 +109,22 @@ def test_a_short_decode_runs_code_in_few_files():
         files = files_run_by(lambda: model.generate_ids(prompt, memory=memory, max_new_tokens=3))
     assert {"model.py", "decoding.py", "core.py", "attention.py", "cache.py"} <= files  # the trace sees the decode
     assert len(files) <= MAX_DECODE_FILES, sorted(files)
+
+
+def test_each_decoded_token_runs_code_in_few_files():
+    """12 tokens over a window of 16 at ratio 4: steps that bring a memory token and one that completes the
+    window (compaction) among them."""
+    model = tiny_memory_model("llama", window=16, ratios=[4])
+    memory = model.memorize(random_ids(40)[0].tolist(), show_progress=False)
+    prompt = random_ids(5, seed=1)[0].tolist()
+    model.generate_ids(prompt, memory=memory, max_new_tokens=2)
+    with torch.no_grad():
+        steps = files_run_by_each_step(lambda: model.generate_ids(prompt, memory=memory, max_new_tokens=12,
+                                                                  min_new_tokens=12))
+    decoding = [files for files in steps if "attention.py" in files]  # the last step only ends the reply
+    assert len(decoding) == 11, steps
+    widest = max(decoding, key=len)
+    assert len(widest) <= MAX_TOKEN_FILES, sorted(widest)
 
 
 def module_map() -> list[str]:
@@ -142,7 +186,8 @@ def test_whether_decoding_is_compiled_is_read_where_a_step_runs_and_where_decode
 
 def test_one_kernel_registry():
     """Every attention kernel is an entry of `KERNELS` with one signature, and both kinds of step call it."""
-    from memorag.memory.attention import KERNELS, ValidRowsStep, WholeBufferStep
+    from memorag.memory.attention import KERNELS
+    from memorag.memory.cache import ValidRowsStep, WholeBufferStep
 
     sources = _sources()
     calls = {name for name, text in sources.items() if "scaled_dot_product_attention(" in text or "flash_attn" in text}
@@ -174,7 +219,7 @@ def test_memory_rows_are_inserted_and_biases_started_in_one_place():
     inserts = [name for name, text in sources.items() for _ in re.finditer(r"memory_embedding\.to\(", text)]
     assert inserts == ["core.py"]
     fills = [name for name, text in sources.items() for _ in re.finditer(r"float\(\"-inf\"\)", text)]
-    assert fills == ["masks.py"]
+    assert fills == ["schedule.py"]
 
 
 def test_reference_only_modes_live_in_the_tests():
