@@ -2,8 +2,9 @@
 
 For each tuning question (HotpotQA dev rows 0..4,999, `hotpotqa_long_context(split="train")`, and
 the SQuAD v2 tuning articles; a held-out row or article is refused, `check_tuning`), its long
-context is memorized once as one document by a `MemoRAG` over the memory model being trained; the
-memory samples `samples` clue sets (one reply per clue kind each, `clue_requests`, all decoded as one
+context is memorized once as one document by a `MemoRAG` over the memory model being trained (in the
+scoring pipeline's dtype, `sampling_model`: a copy of it in bfloat16 where the device computes that
+natively, as the harness reads and answers there); the memory samples `samples` clue sets (one reply per clue kind each, `clue_requests`, all decoded as one
 batch with temperature and top-p, seeded per question); each set is scored through the pipeline's
 own memorag mode: its clues are cleaned as the mode cleans them (`clues_from_replies`), retrieve under
 the pipeline's evidence rule (`clue_plan`; the reference rule by default), and the reader answers
@@ -19,8 +20,9 @@ Each question's record keeps the token ids the memory wrote (prompts and replies
 token included), the content hash of the memorized context (not its text: `question_contexts` builds
 it again from the same rows, seeded per question, and the hash proves it the same), every set's
 replies, clues, answer and scores, and the reference's log-probabilities of the chosen and rejected
-sets (the memory model as built, `memorag.training.rlgf_objective.pair_logprobs`) with the hash of its
-memory weights. A kept question's pair (`pair_of`) holds the question's fields and those two sets.
+sets (the memory model as built, in the training's precision,
+`memorag.training.rlgf_objective.pair_logprobs`) with the hash of its memory weights, and the dtype the
+sets were sampled and scored in (`sampler_dtype`). A kept question's pair (`pair_of`) holds the question's fields and those two sets.
 """
 
 from __future__ import annotations
@@ -94,12 +96,15 @@ def gained_share(units: recall_lib.GoldUnits, evidence: list[recall_lib.Span], q
 
 @dataclasses.dataclass
 class PairModels:
-    """What every question shares: the memory model being trained (as built), the embedder and the reader."""
+    """What every question shares: the memory model that samples and is scored (the one being trained, or its
+    copy in the scoring dtype, `sampling_model`), the embedder, the reader, and the reference: the memory model
+    as built, whose log-probabilities the trainer starts from (None: the sampling model itself)."""
 
     memory_model: Any
     embedder: Any
     embedder_name: str
     generator: Any
+    reference: Any = None
 
     def pipeline(self, config) -> MemoRAG:
         return MemoRAG(config, memory_model=self.memory_model, embedder=self.embedder,
@@ -185,16 +190,17 @@ def question_record(models: PairModels, pipeline, example: Any, settings: RLGFSe
             scored.append({"replies": replies, "reply_ids": ids,
                            **score_clue_set(rag, example, requests, replies, query_hits, settings)})
     best, worst, dropped = choose_pair([item["score"] for item in scored], settings.margin)
-    memory = rag.memory
+    memory, reference = rag.memory, models.reference or rag.memory_model
     record = {"id": example.id, "task": example.task, "row": example.meta.get("row"),
               "article": example.meta.get("article"), "split": example.meta.get("split"),
               "question": query, "answers": list(example.answers), "context_sha256": memory.content_sha256,
               "ratio": memory.ratio, "kinds": list(requests),
               "prompt_ids": [rag.memory_model.prompt_ids(prompt, memory) for prompt, _ in requests.values()],
-              "sets": scored, "chosen": best, "rejected": worst, "dropped": dropped}
+              "sets": scored, "chosen": best, "rejected": worst, "dropped": dropped,
+              "sampler_dtype": str(rag.memory_model.base_dtype).removeprefix("torch.")}
     if dropped is None:
         with timed(timings, "reference"):
-            record["reference"] = reference_logps(rag.memory_model, record, memory_text([document]))
+            record["reference"] = reference_logps(reference, record, memory_text([document]))
     record["timings"] = {stage: round(seconds, 3) for stage, seconds in timings.items()}
     return record
 
@@ -287,6 +293,40 @@ def pipeline_settings(cfg):
     return config_from_dict(PipelineConfig, {**HARNESS_PIPELINE, **cfg.rlgf.pipeline})
 
 
+def sampling_dtype(pipeline, model) -> torch.dtype:
+    """The dtype the clue sets are sampled and scored in: `rlgf.pipeline.dtype`; under auto, bfloat16 where the
+    device computes it natively (a GPU, or a CPU with AMX or AVX512-BF16: memorag/runtime/cpu_dtype.py), the
+    precision the harness reads and answers in there, else the base's own (`model`, as built for training)."""
+    from memorag.runtime.cpu_dtype import native_on_cpu
+
+    from .build import _TORCH_DTYPES
+
+    if pipeline.dtype != "auto":
+        return _TORCH_DTYPES[pipeline.dtype]
+    if model.device.type == "cuda" or (model.device.type == "cpu" and native_on_cpu(torch.bfloat16)):
+        return torch.bfloat16
+    return model.base_dtype
+
+
+def sampling_model(cfg, pipeline, model, device=None):
+    """The memory model that samples the clue sets and is scored: `model` (as built for training) where it
+    computes in `sampling_dtype` already, else the same base and memory weights loaded again in that dtype,
+    memory parameters included (a sample is a draw: its precision needs to match no gradient; the reference's
+    log-probabilities stay `model`'s, in the training's precision)."""
+    from .build import build_model
+
+    dtype = sampling_dtype(pipeline, model)
+    if dtype == model.base_dtype:  # float32 memory parameters beside bf16 weights run under the build's autocast
+        return model
+    name = str(dtype).removeprefix("torch.")
+    sampler = build_model(dataclasses.replace(cfg.model, dtype=name), cfg.memory, bf16=dtype != torch.float32,
+                          device=device)
+    for parameter in sampler.memory_parameters().values():
+        parameter.data = parameter.data.to(dtype)
+    sampler.memory_parameters_changed()
+    return sampler.requires_grad_(False)
+
+
 def tuning_questions(cfg, tokenizer) -> list[Any]:
     """`rlgf.hotpotqa` and `rlgf.squad` tuning questions at `rlgf.context_tokens`, in one seeded order; a question
     without a gold answer (SQuAD's unanswerable ones) is left out: no F1 can tell its clue sets apart."""
@@ -322,8 +362,10 @@ def build_from_config(cfg, out: Path | None = None, models: PairModels | None = 
     device = "cuda" if pipeline.device.startswith("cuda") else None
     if models is None:
         model = build_model(cfg.model, cfg.memory, bf16=bf16, device=device)
-        loader = MemoRAG(pipeline, memory_model=model)
-        models = PairModels(model, loader.embedder, loader.embedder_name, loader.generator)
+        sampler = sampling_model(cfg, pipeline, model, device)
+        loader = MemoRAG(pipeline, memory_model=sampler)
+        models = PairModels(sampler, loader.embedder, loader.embedder_name, loader.generator,
+                            reference=model if sampler is not model else None)
     out.parent.mkdir(parents=True, exist_ok=True)
     examples = tuning_questions(cfg, models.memory_model.tokenizer)
     autocast = (lambda: torch.autocast(device or "cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext

@@ -138,6 +138,46 @@ def test_in_bf16_the_pairs_are_built_as_the_trainer_reads_them(tmp_path):
     assert train_losses(tmp_path / "run")[1] == pytest.approx(math.log(2), abs=1e-3)
 
 
+def test_sets_sampled_in_bf16_keep_the_reference_of_the_float32_model_the_trainer_starts_from(tmp_path):
+    """Under `rlgf.pipeline.dtype=bfloat16` a float32 run's clue sets are sampled and scored by a bf16 copy
+    of the same weights (memory parameters included), and the pairs' reference is the float32 model's: the
+    trainer's first loss is log 2."""
+    from memorag.training.build import build_model
+    from memorag.training.rlgf_pairs import PairModels, build_from_config, pipeline_settings, sampling_model
+
+    cfg = rlgf_config(tmp_path / "unused", f"data.files=[{tmp_path / 'pairs.jsonl'}]", "rlgf.pipeline.dtype=bfloat16")
+    model = build_model(cfg.model, cfg.memory)
+    sampler = sampling_model(cfg, pipeline_settings(cfg), model)
+    assert sampler is not model and sampler.base_dtype == torch.bfloat16
+    for name, parameter in sampler.memory_parameters().items():
+        reference = model.memory_parameters()[name]
+        assert parameter.dtype == torch.bfloat16 and reference.dtype == torch.float32
+        assert torch.equal(parameter, reference.to(torch.bfloat16))
+    assert sampling_model(cfg, pipeline_settings(rlgf_config(tmp_path, "rlgf.pipeline.dtype=float32")), model) is model
+    models = PairModels(sampler, FakeHashEmbedder(), "fake-hash", FakeEchoGenerator(), reference=model)
+    stats = build_from_config(cfg, tmp_path / "pairs.jsonl", models=models)
+    questions = list(read_records(tmp_path / "pairs.jsonl.questions").values())
+    assert {q["sampler_dtype"] for q in questions} == {"bfloat16"} and stats["pairs"] >= 1
+    kept = records(tmp_path / "pairs.jsonl")
+    assert {r["reference"]["memory_weights_sha256"] for r in kept} == {model.memory_weights_hash()}
+    run(rlgf_config(tmp_path / "run", f"data.files=[{tmp_path / 'pairs.jsonl'}]", "optim.max_steps=1"))
+    assert train_losses(tmp_path / "run")[1] == pytest.approx(math.log(2), abs=1e-4)
+
+
+def test_auto_samples_in_bf16_where_the_cpu_computes_it_natively(monkeypatch):
+    from memorag.runtime import cpu_dtype
+    from memorag.training.build import build_model
+    from memorag.training.rlgf_pairs import pipeline_settings, sampling_dtype
+
+    cfg = rlgf_config(Path("unused"))
+    model, pipeline = build_model(cfg.model, cfg.memory), pipeline_settings(cfg)
+    assert pipeline.dtype == "auto"
+    monkeypatch.setattr(cpu_dtype, "native_on_cpu", lambda dtype: True)
+    assert sampling_dtype(pipeline, model) == torch.bfloat16
+    monkeypatch.setattr(cpu_dtype, "native_on_cpu", lambda dtype: False)
+    assert sampling_dtype(pipeline, model) == torch.float32  # the model's own: no copy
+
+
 def test_a_stopped_and_resumed_run_ends_with_the_memory_of_an_uninterrupted_one(tmp_path, pairs):
     settings = [f"data.files=[{pairs}]", "optim.max_steps=4", "checkpoint.every_steps=100"]
     resumed_equals_straight(run, rlgf_config, tmp_path, settings, 2, 4, "memory_weights.safetensors")
