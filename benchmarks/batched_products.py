@@ -1,4 +1,5 @@
-"""The exact clue batch with and without its products shared among sequences (`project` in memorag/memory/attention.py), in one process.
+"""The exact clue batch with and without its products shared among sequences, in one process (`project` in
+memorag/memory/attention.py).
 
     python benchmarks/batched_products.py --rounds 10 > raw.jsonl
     python benchmarks/batched_products.py --products >> raw.jsonl

@@ -336,14 +336,13 @@ class StepRows:
 class PackedStepRows:
     """Several sequences' step rows packed along one row axis (batch 1), ready for the layers.
 
-    Sequences that continue one memory differ in length, so each reaches its memory-token rows
-    and its window's end at its own step, at its own positions: instead of padding them to one
-    shape, their rows are packed, each layer runs once over all rows, and attention runs per
-    sequence over its own cache (`PackedSequencesStep`). Given `sequence_rows` (an exact batch), every linear
-    layer rounds each sequence's rows as alone (`project`, memory/attention.py): a reply decoded in a batch then equals
-    the one decoded alone token for token. Without it, each matrix product is shared by all rows
-    (faster where the per-sequence products are slow), and a reply can differ where two tokens
-    (nearly) tie."""
+    Sequences that continue one memory differ in length, so each reaches its memory-token rows and its
+    window's end at its own step, at its own positions: instead of padding them to one shape, their rows are
+    packed, each layer runs once over all rows, and attention runs per sequence over its own cache
+    (`PackedSequencesStep`). Given `sequence_rows` (an exact batch), every linear layer rounds each
+    sequence's rows as alone (`project`, memory/attention.py): a reply decoded in a batch then equals the
+    one decoded alone token for token. Without it, each matrix product is shared by all rows (faster where
+    the per-sequence products are slow), and a reply can differ where two tokens (nearly) tie."""
 
     parts: list[StepRows]
     bounds: list[int]  # sequence i owns packed rows bounds[i]:bounds[i + 1]

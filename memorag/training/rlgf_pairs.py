@@ -1,14 +1,14 @@
 """The third stage's data: preference pairs of clue sets, scored by the answers they lead to.
 
-For each tuning question (HotpotQA dev rows 0..4,999, `hotpotqa_long_context(split="train")`, and
-the SQuAD v2 tuning articles; a held-out row or article is refused, `check_tuning`), its long
-context is memorized once as one document by a `MemoRAG` over the memory model being trained (in the
-scoring pipeline's dtype, `sampling_model`: a copy of it in bfloat16 where the device computes that
-natively, as the harness reads and answers there); the memory samples `samples` clue sets (one reply per clue kind each, `clue_requests`, all decoded as one
-batch with temperature and top-p, seeded per question); each set is scored through the pipeline's
-own memorag mode: its clues are cleaned as the mode cleans them (`clues_from_replies`), retrieve under
-the pipeline's evidence rule (`clue_plan`; the reference rule by default), and the reader answers
-from that evidence (`Mode.retrieve_and_answer`). The score is
+For each tuning question (HotpotQA dev rows 0..4,999, `hotpotqa_long_context(split="train")`, and the
+SQuAD v2 tuning articles; a held-out row or article is refused, `check_tuning`), its long context is
+memorized once as one document by a `MemoRAG` over the memory model being trained (in the scoring
+pipeline's dtype, `sampling_model`: a copy of it in bfloat16 where the device computes that natively, as
+the harness reads and answers there); the memory samples `samples` clue sets (one reply per clue kind
+each, `clue_requests`, all decoded as one batch with temperature and top-p, seeded per question); each
+set is scored through the pipeline's own memorag mode: its clues are cleaned as the mode cleans them
+(`clues_from_replies`), retrieve under the pipeline's evidence rule (`clue_plan`; the reference rule by
+default), and the reader answers from that evidence (`Mode.retrieve_and_answer`). The score is
 
     answer_weight * F1(answer, gold) + recall_weight * gained
 
@@ -16,13 +16,13 @@ with `gained` the share of the question's gold sentences (supporting facts) that
 holds and the query's own hits (its `hits_per_query` chunks) miss: what the clues added. Best against
 worst is the pair; a pair whose scores differ by less than `margin`, or not at all, is dropped.
 
-Each question's record keeps the token ids the memory wrote (prompts and replies, a reply's stop
-token included), the content hash of the memorized context (not its text: `question_contexts` builds
-it again from the same rows, seeded per question, and the hash proves it the same), every set's
-replies, clues, answer and scores, and the reference's log-probabilities of the chosen and rejected
-sets (the memory model as built, in the training's precision,
-`memorag.training.rlgf_objective.pair_logprobs`) with the hash of its memory weights, and the dtype the
-sets were sampled and scored in (`sampler_dtype`). A kept question's pair (`pair_of`) holds the question's fields and those two sets.
+Each question's record keeps the token ids the memory wrote (prompts and replies, a reply's stop token
+included), the content hash of the memorized context (not its text: `question_contexts` builds it again
+from the same rows, seeded per question, and the hash proves it the same), every set's replies, clues,
+answer and scores, and the reference's log-probabilities of the chosen and rejected sets (the memory
+model as built, in the training's precision, `memorag.training.rlgf_objective.pair_logprobs`) with the
+hash of its memory weights, and the dtype the sets were sampled and scored in (`sampler_dtype`). A kept
+question's pair (`pair_of`) holds the question's fields and those two sets.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The memory model's products over packed rows (`project` in memory/attention.py; docs/memory-model.md, "Linear layers in
-decoding"): that `project` given a packed batch's `SequenceRows` rounds each sequence as alone (its bounds
-an argument: two threads at once each get their own), that a batch decodes as one by one, and that the LM
-head's rows computed together equal each alone."""
+"""The memory model's products over packed rows (`project` in memory/attention.py; docs/memory-model.md,
+"Linear layers in decoding"): that `project` given a packed batch's `SequenceRows` rounds each sequence as
+alone (its bounds an argument: two threads at once each get their own), that a batch decodes as one by one,
+and that the LM head's rows computed together equal each alone.
+"""
 
 from __future__ import annotations
 
