@@ -412,9 +412,11 @@ def compaction_rows(window: int, ratio: int, device: torch.device) -> tuple[torc
 
 @lru_cache(maxsize=4)
 def raw_then_memory(device: torch.device) -> RawMemoryRows:
-    """The rows of a decoding round that brings memory rows: row 0 raw, row 1 memory."""
+    """The rows of a decoding round that brings memory rows: row 0 raw, row 1 memory, split by gathering
+    (no `group`), so that each part is a tensor of its own: the regular split's strided view of a round's
+    P memory rows sends their projections to a batched product that copies the weight P times."""
     with torch.inference_mode(False), torch.no_grad():
-        return RawMemoryRows.of([0], [1], device=device)
+        return replace(RawMemoryRows.of([0], [1], device=device), group=None)
 
 
 @lru_cache(maxsize=TABLE_ENTRIES)
