@@ -299,10 +299,8 @@ def sampling_dtype(pipeline, model) -> torch.dtype:
     precision the harness reads and answers in there, else the base's own (`model`, as built for training)."""
     from memorag.runtime.cpu_dtype import native_on_cpu
 
-    from .build import _TORCH_DTYPES
-
     if pipeline.dtype != "auto":
-        return _TORCH_DTYPES[pipeline.dtype]
+        return getattr(torch, pipeline.dtype)  # float32, bfloat16 or float16 (PipelineConfig checks the name)
     if model.device.type == "cuda" or (model.device.type == "cpu" and native_on_cpu(torch.bfloat16)):
         return torch.bfloat16
     return model.base_dtype
