@@ -308,8 +308,9 @@ def sampling_dtype(pipeline, model) -> torch.dtype:
 
 def sampling_model(cfg, pipeline, model, device=None):
     """The memory model that samples the clue sets and is scored: `model` (as built for training) where it
-    computes in `sampling_dtype` already, else the same base and memory weights loaded again in that dtype,
-    memory parameters included (a sample is a draw: its precision needs to match no gradient; the reference's
+    computes in `sampling_dtype` already, else a model of the same config loaded in that dtype (its buffers,
+    the rotary table among them, as the loader makes them) holding `model`'s parameters, the memory ones
+    included, cast to it (a sample is a draw: its precision needs to match no gradient; the reference's
     log-probabilities stay `model`'s, in the training's precision)."""
     from .build import build_model
 
@@ -321,6 +322,10 @@ def sampling_model(cfg, pipeline, model, device=None):
                           device=device)
     for parameter in sampler.memory_parameters().values():
         parameter.data = parameter.data.to(dtype)
+    source = dict(model.named_parameters(remove_duplicate=False))
+    with torch.no_grad():
+        for key, parameter in sampler.named_parameters(remove_duplicate=False):
+            parameter.copy_(source[key].to(dtype))
     sampler.memory_parameters_changed()
     return sampler.requires_grad_(False)
 

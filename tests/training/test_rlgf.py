@@ -153,6 +153,8 @@ def test_sets_sampled_in_bf16_keep_the_reference_of_the_float32_model_the_traine
         reference = model.memory_parameters()[name]
         assert parameter.dtype == torch.bfloat16 and reference.dtype == torch.float32
         assert torch.equal(parameter, reference.to(torch.bfloat16))
+    built = dict(model.named_parameters())
+    assert all(torch.equal(parameter, built[name].to(torch.bfloat16)) for name, parameter in sampler.named_parameters())
     assert sampling_model(cfg, pipeline_settings(rlgf_config(tmp_path, "rlgf.pipeline.dtype=float32")), model) is model
     models = PairModels(sampler, FakeHashEmbedder(), "fake-hash", FakeEchoGenerator(), reference=model)
     stats = build_from_config(cfg, tmp_path / "pairs.jsonl", models=models)
