@@ -11,12 +11,15 @@ One base with random weights of the named shape (memorag.benchmarking.shapes), o
    entries plus the same prompt, with its static cache and with its dynamic cache;
 3. the memory model decoding three prompts as one batch over the memory (the clue
    stage writes its three clue kinds so; random prompts of 0, 8 and 16 tokens more);
-4. with `--compile`, one prompt and then the three as one batch through the compiled
+4. the memory model decoding `--shared-prompts` prompts (default 24) as one round with shared
+   matrix products (`exact=False`), as RLGF's pair builder samples a question's clue sets
+   (8 sets of 3 clue kinds in the 7B configs);
+5. with `--compile`, one prompt and then the three as one batch through the compiled
    step (the batch with shared matrix products, `exact=False`: memory/decoding.py),
    each compiled by an untimed decode first.
-`--variants` picks the rows after the first (`static dynamic batch compiled compiled-batch`,
-all by default), e.g. `--compile reduce-overhead --variants compiled-batch` for the compiled
-batch alone.
+`--variants` picks the rows after the first (`static dynamic batch shared compiled
+compiled-batch`, all by default), e.g. `--compile reduce-overhead --variants compiled-batch` for
+the compiled batch alone.
 
 Every decoding is forced to its full length (`min_new_tokens`); a step's time is between
 two device synchronizations (memorag/benchmarking/clock.py); the first `--warmup-steps`
@@ -121,6 +124,11 @@ def run(args: argparse.Namespace) -> dict:
             measure("memory model, 3 prompts as one batch", lambda clock: model.generate_ids_batch(
                 prompts, memory, max_new_tokens=steps, min_new_tokens=steps, streamer=clock), len(prompts),
                 len(prompts) * (memory.nbytes + window_bytes))
+        if "shared" in wanted:
+            shared = [prompt + _random_ids(8 * (index % 3), vocab, 100 + index) for index in range(args.shared_prompts)]
+            measure(f"memory model, {len(shared)} prompts as one shared round", lambda clock: model.generate_ids_batch(
+                shared, memory, max_new_tokens=steps, min_new_tokens=steps, streamer=clock, exact=False),
+                len(shared), len(shared) * (memory.nbytes + window_bytes))
         if args.compile is not None and "compiled" in wanted:
             compile_s = _compile(model, device, args.compile, prompt, memory, steps)
             measure(f"memory model, compiled step ({args.compile})", lambda clock: model.generate_ids(
@@ -151,7 +159,7 @@ def run(args: argparse.Namespace) -> dict:
         "shape": args.shape, "dtype": short_dtype(args.dtype), "weights": "random",
         "settings": {"memory_tokens": args.memory_tokens, "window": args.window, "ratio": args.ratio,
                      "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-                     "warmup_steps": args.warmup_steps},
+                     "warmup_steps": args.warmup_steps, "shared_prompts": args.shared_prompts},
         "memory_entries": memory.num_entries, "memory_mb": memory.nbytes / 2**20, "memorize_s": memorize_s,
         "baseline_prompt_tokens": memory.num_entries + args.prompt_tokens,
         "weight_bytes": weights, "peaks": peaks,
@@ -180,7 +188,7 @@ def _compile(model, device: BenchDevice, mode: str, prompt: list[int], memory, s
     return seconds
 
 
-VARIANTS = ("static", "dynamic", "batch", "compiled", "compiled-batch")  # the rows after the memory model's own
+VARIANTS = ("static", "dynamic", "batch", "shared", "compiled", "compiled-batch")  # the rows after the memory model's own
 
 HEADER = ("| decoding | ms/step | median ms/step | tokens/s | bound ms/step | share of bound | prefill s | "
           "peak MB |\n|---|---|---|---|---|---|---|---|")
@@ -202,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=40)
     parser.add_argument("--new-tokens", type=int, default=32, help="timed decoding steps")
     parser.add_argument("--warmup-steps", type=int, default=4, help="steps after prefill left out of the timing")
+    parser.add_argument("--shared-prompts", type=int, default=24,
+                        help="prompts of the shared round (default 24: RLGF's 8 clue sets of 3 kinds)")
     parser.add_argument("--compile", choices=["default", "reduce-overhead", "max-autotune"],
                         help="also decode through the compiled step (MemoryModel.compile_decoding) in this "
                              "torch.compile mode; compiling is timed apart (reduce-overhead: CUDA graphs)")

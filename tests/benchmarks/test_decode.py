@@ -9,9 +9,9 @@ import pytest
 from benchmarks.decode import main
 
 TINY = ["--shape", "tiny", "--memory-tokens", "256", "--window", "64", "--ratio", "4", "--prompt-tokens", "8",
-        "--new-tokens", "5", "--warmup-steps", "1", "--peak-size", "128", "--copy-mb", "8"]
+        "--new-tokens", "5", "--warmup-steps", "1", "--peak-size", "128", "--copy-mb", "8", "--shared-prompts", "4"]
 VARIANTS = ["memory model", "transformers static cache", "transformers dynamic cache",
-            "memory model, 3 prompts as one batch"]
+            "memory model, 3 prompts as one batch", "memory model, 4 prompts as one shared round"]
 
 
 def run_decode(tmp_path, device: str, dtype: str) -> dict:
@@ -31,7 +31,8 @@ def check_result(result: dict, device: str) -> None:
         assert row["ms_per_step"] > 0 and row["peak_memory_mb"] > 0
         assert row["tokens_per_s"] == pytest.approx(row["sequences"] * 1e3 / row["ms_per_step"])
         assert row["share_of_bound"] == pytest.approx(row["bound_ms_per_step"] / row["ms_per_step"])
-    assert result["rows"][-1]["sequences"] == 3
+    assert [row["sequences"] for row in result["rows"][-2:]] == [3, 4]
+    assert result["settings"]["shared_prompts"] == 4
     static = result["rows"][1]["ms_per_step"]
     assert result["memory_over_static"] == pytest.approx(result["rows"][0]["ms_per_step"] / static)
 
