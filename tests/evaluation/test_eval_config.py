@@ -14,7 +14,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "eval"
 TASKS = "tasks=[{name: niah_single, source: synthetic}]"
 
 
-@pytest.mark.parametrize("name", ["smoke.yaml", "cpu-hour.yaml", "paper-7b.yaml"])
+@pytest.mark.parametrize("name", ["smoke.yaml", "cpu-hour.yaml", "paper-7b.yaml", "rlgf-heldout.yaml"])
 def test_shipped_configs_build(name):
     config = load_eval_config(CONFIGS / name)
     assert config.tasks and config.modes
