@@ -233,10 +233,16 @@ class CheckpointSection:
     inference_ratio: int | None = None
     """The ratio saved memory weights memorize at once loaded for inference (null: the ratio trained, or the
     largest of a `step-random` mix)."""
+    max_file_mb: float | None = None
+    """Write each checkpoint file larger than this many megabytes (10^6 bytes) as numbered parts
+    (`NAME.part-000`, ...), so the run's checkpoints fit a repository that caps file sizes; a resume joins
+    them. Null: whole files. The final weights (`final/`) are always whole."""
 
     def __post_init__(self) -> None:
         if self.every_steps < 1:
             raise ValueError(f"checkpoint.every_steps={self.every_steps} must be at least 1")
+        if self.max_file_mb is not None and not self.max_file_mb > 0:
+            raise ValueError(f"checkpoint.max_file_mb={self.max_file_mb} must be above 0 (or null: whole files)")
         if self.keep_last < 1:
             raise ValueError(f"checkpoint.keep_last={self.keep_last} must be at least 1")
 

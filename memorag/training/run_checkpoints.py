@@ -23,15 +23,22 @@ removed by the next save.
 
 Resume verifies a checkpoint against the sizes and hashes its trainer state records
 (`memorag.training.resume`), so a file damaged after it was written is named, not loaded.
+
+With `checkpoint.max_file_mb` set, every file of a checkpoint larger than that is written as numbered
+parts (`optimizer.pt.part-000`, `optimizer.pt.part-001`, ...), so the run's checkpoints can be kept in
+a repository that caps its files' size; each part is in the record like any file. A resume joins the
+parts into the whole file beside them (`whole_files`), reads it, and removes it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +64,9 @@ _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 _REQUIRED = (TRAINER_STATE, DATA_STATE, TRAIN_CONFIG)
 # the trained weights: a memory model's, or a reader's adapter
 WEIGHT_FILES = (("memory_weights.safetensors", "memory_config.json"), ("adapter_model.safetensors", "adapter_config.json"))
+PART = ".part-"  # a file split by `split_large_files`: NAME.part-000, NAME.part-001, ...
+_FIRST_PART = f"{PART}000"
+_COPY_BYTES = 1 << 20
 
 
 class CheckpointError(TrainingInputError):
@@ -77,7 +87,49 @@ def rng_file(rank: int) -> str:
 
 def is_complete(path: Path) -> bool:
     return (path.is_dir() and all((path / name).is_file() for name in _REQUIRED)
-            and any(all((path / name).is_file() for name in names) for names in WEIGHT_FILES))
+            and any(all(_present(path / name) for name in names) for names in WEIGHT_FILES))
+
+
+def _present(path: Path) -> bool:
+    """The file is there, whole or as parts."""
+    return path.is_file() or path.with_name(path.name + _FIRST_PART).is_file()
+
+
+def split_large_files(folder: Path, max_bytes: int) -> None:
+    """Replace every file of `folder` larger than `max_bytes` by its parts of at most `max_bytes` each (main
+    process, before the trainer state records the files)."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.stat().st_size > max_bytes):
+        with path.open("rb") as whole:
+            index = 0
+            while chunk := whole.read(max_bytes):
+                (path.parent / f"{path.name}{PART}{index:03d}").write_bytes(chunk)
+                index += 1
+        path.unlink()
+
+
+@contextlib.contextmanager
+def whole_files(folder: Path | None) -> Iterator[None]:
+    """While open, every file of `folder` written as parts is there whole too (joined atomically, main process
+    only: call it there, with the other processes waiting); the joined files are removed on exit."""
+    joined = []
+    try:
+        for first in sorted(folder.rglob(f"*{_FIRST_PART}")) if folder is not None else []:
+            whole = first.with_name(first.name[: -len(_FIRST_PART)])
+            if whole.exists():
+                continue
+            staging = whole.with_name(f".{whole.name}.joining")
+            with staging.open("wb") as out:
+                index = 0
+                while (part := whole.with_name(f"{whole.name}{PART}{index:03d}")).is_file():
+                    with part.open("rb") as source:
+                        shutil.copyfileobj(source, out, _COPY_BYTES)
+                    index += 1
+            os.replace(staging, whole)
+            joined.append(whole)
+        yield
+    finally:
+        for whole in joined:
+            whole.unlink(missing_ok=True)
 
 
 def list_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:

@@ -131,6 +131,11 @@ class Trainer:
         set_seed(cfg.seed)
         self.resume_dir = self._select_checkpoint()
         self.changes = resume.check_settings(self.resume_dir, cfg) if self.resume_dir is not None else []
+        parts = contextlib.ExitStack()  # files written as parts (checkpoint.max_file_mb) are read whole
+        self._run_lock.callback(parts.close)
+        if self.resume_dir is not None and acc.is_main_process:
+            parts.enter_context(ckpt.whole_files(self.resume_dir))
+        acc.wait_for_everyone()
 
         model = self._build_model()
         if self.resume_dir is not None:
@@ -155,6 +160,8 @@ class Trainer:
         self.resumes: list[dict[str, Any]] = []  # the changes applied at each resume so far
         if self.resume_dir is not None:
             self._restore(self.resume_dir)
+        acc.wait_for_everyone()
+        parts.close()
         self.log = RunLogger(
             self.output_dir, acc.is_main_process, resume_step=self.step if self.resume_dir is not None else None,
             wandb_settings=({"project": cfg.logging.project, "name": cfg.logging.run_name, "mode": cfg.logging.wandb_mode}
@@ -478,6 +485,8 @@ class Trainer:
         final = ckpt.checkpoint_dir(self.output_dir, self.step)
         if acc.is_main_process:
             save_config(self.cfg, staging / ckpt.TRAIN_CONFIG)
+            if self.cfg.checkpoint.max_file_mb is not None:
+                ckpt.split_large_files(staging, int(self.cfg.checkpoint.max_file_mb * 10**6))
             ckpt.write_trainer_state(staging, {
                 "stage": self.cfg.stage, "step": self.step, "total_steps": self.total_steps,
                 "tokens_seen": self.tokens_seen, "elapsed_s": round(self.elapsed, 3), "world_size": self.world,

@@ -9,11 +9,12 @@ import torch
 from safetensors.torch import load_file
 
 from memorag.memory import MemoryModel
+from memorag.training import resume
 from memorag.training import run_checkpoints as ckpt
 from memorag.training.trainer import Trainer
 from tests.memory.conftest import random_ids, tiny_base
 from tests.memory.test_persistence import tiny_tokenizer, word
-from tests.training.helpers import debug_config, reset_accelerate, train_losses
+from tests.training.helpers import debug_config, quick_config, reset_accelerate, train_losses
 
 
 def run(cfg) -> dict:
@@ -212,3 +213,44 @@ def test_compile_windows_trains_through_compiled_layers_with_the_eager_losses(tm
     [event] = [r for r in records if r["event"] == "resume"]
     assert {"key": "model.compile_windows", "from": "default", "to": None, "kind": "adjustable"} in event["changes"]
     torch._dynamo.reset()
+
+
+def test_checkpoints_written_in_parts_stay_under_the_cap_and_resume_exactly(tmp_path):
+    cap = 20_000  # bytes: the debug model's weights (66 KB) and optimizer state (139 KB) become parts
+    settings = ["optim.max_steps=6", "checkpoint.every_steps=3", f"checkpoint.max_file_mb={cap / 10**6}"]
+    run(quick_config(tmp_path / "straight", *settings))
+    first = run(quick_config(tmp_path / "resumed", *settings, "optim.stop_at_step=3"))
+    assert first["step"] == 3
+    folder = tmp_path / "resumed" / "checkpoint-3"
+    sizes = {path.name: path.stat().st_size for path in folder.iterdir()}
+    assert max(sizes.values()) <= cap
+    assert {"optimizer.pt.part-000", "optimizer.pt.part-006", "memory_weights.safetensors.part-000"} <= set(sizes)
+    assert "optimizer.pt" not in sizes and "memory_weights.safetensors" not in sizes
+    assert set(ckpt.read_trainer_state(folder)[ckpt.FILES]) == set(sizes) - {ckpt.TRAINER_STATE}
+    assert ckpt.list_checkpoints(tmp_path / "resumed") == [(3, folder)]
+    second = run(quick_config(tmp_path / "resumed", *settings))
+    assert second["step"] == 6 and second["reason"] == "finished"
+    assert {path.name: path.stat().st_size for path in folder.iterdir()} == sizes  # the joined files removed again
+    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
+    assert [resumed[step] for step in (4, 5, 6)] == [straight[step] for step in (4, 5, 6)]
+    a = load_file(str(tmp_path / "straight" / "final" / "memory_weights.safetensors"))
+    b = load_file(str(tmp_path / "resumed" / "final" / "memory_weights.safetensors"))
+    for name in a:
+        assert torch.equal(a[name], b[name]), name  # bit for bit
+    part = folder / "optimizer.pt.part-003"
+    part.write_bytes(part.read_bytes()[:-1])
+    assert resume.damage(folder) == f"{part} has {cap - 1} bytes where {cap} were written (truncated or overwritten)"
+
+
+def test_parts_are_joined_whole_while_read_and_removed_after(tmp_path):
+    whole = tmp_path / "optimizer.pt"
+    data = bytes(range(256)) * 40
+    whole.write_bytes(data)
+    ckpt.split_large_files(tmp_path, 4_000)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [f"optimizer.pt.part-00{i}" for i in range(3)]
+    with ckpt.whole_files(tmp_path):
+        assert whole.read_bytes() == data
+    assert not whole.exists()
+    with pytest.raises(RuntimeError), ckpt.whole_files(tmp_path):
+        raise RuntimeError("a resume that fails")
+    assert not whole.exists()
