@@ -12,6 +12,8 @@ data.files[0] (or --out), each question's record first to the folder OUT.partial
 stopped, the same command goes on where it stopped; once OUT is written, the command does nothing
 (--rebuild builds it again). Beside OUT: the folder OUT.questions (every question's clue sets and scores,
 the dropped ones too, in the shards) and OUT.stats.json (the counts, the settings and the build time).
+Where OUT.questions is there and OUT is not (a repository that keeps the shards but not the pairs file,
+which outgrows its file-size cap), the command writes OUT again from the shards, the same bytes, in seconds.
 """
 
 import argparse
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from memorag.config import ConfigError, load_config
 from memorag.training.config import TrainConfig
-from memorag.training.rlgf_pairs import build_from_config
+from memorag.training.rlgf_pairs import build_from_config, rewrite_pairs
 
 
 def main() -> int:
@@ -38,11 +40,15 @@ def main() -> int:
             parser.error("say where the pairs go: --out FILE or data.files=[FILE]")
         out = Path(args.out or cfg.data.files[0])
         partial = out.with_name(out.name + ".partial")
+        questions = out.with_name(out.name + ".questions")
         if args.rebuild:
             out.unlink(missing_ok=True)
             shutil.rmtree(partial, ignore_errors=True)
         elif out.is_file() and not partial.exists():
             print(f"{out} is built; pass --rebuild to build it again")
+            return 0
+        elif questions.is_dir() and not partial.exists():
+            print(f"{out}: {rewrite_pairs(out)} pairs written again from {questions}")
             return 0
         stats = build_from_config(cfg, out)
     except ConfigError as error:

@@ -242,6 +242,25 @@ def read_records(folder: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
+def write_pairs(out: Path, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The kept pairs of `records`, in their order, written to `out` atomically; returned."""
+    from memorag.storage.io import atomic_write_text
+
+    kept = [pair_of(record) for record in records if record["dropped"] is None]
+    atomic_write_text(out, "".join(json.dumps(pair, ensure_ascii=False) + "\n" for pair in kept))
+    return kept
+
+
+def rewrite_pairs(out: Path) -> int:
+    """`out` written again from a finished build's `out`.questions (the records, in the order they were built):
+    the same bytes the build wrote, without a model. Its pairs file may be left out of a repository (it grows past
+    a file-size cap before its shards do) and made again here. Returns the number of pairs."""
+    questions = out.with_name(out.name + ".questions")
+    if not questions.is_dir():
+        raise FileNotFoundError(f"{questions} holds no finished build to write {out} from")
+    return len(write_pairs(out, read_records(questions).values()))
+
+
 def build_pairs(models: PairModels, pipeline, examples: Iterable[Any], settings: RLGFSection, out: Path,
                 seed: int = 0, on_question: Callable[[dict[str, Any]], None] | None = None,
                 autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict[str, Any]:
@@ -250,8 +269,6 @@ def build_pairs(models: PairModels, pipeline, examples: Iterable[Any], settings:
     `out`, atomically, and the folder becomes `out`.questions (the dropped questions' sets and scores too); the
     counts and times. Each question runs under `autocast` (the training's: bf16 weights beside float32 memory
     parameters need it)."""
-    from memorag.storage.io import atomic_write_text
-
     partial = out.with_name(out.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)
     done = read_records(partial)
@@ -269,8 +286,7 @@ def build_pairs(models: PairModels, pipeline, examples: Iterable[Any], settings:
         if on_question is not None:
             on_question(record)
     records = [done[example.id] for example in examples]
-    kept = [pair_of(record) for record in records if record["dropped"] is None]
-    atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+    kept = write_pairs(out, records)
     questions = out.with_name(out.name + ".questions")
     if questions.exists():  # a --rebuild's earlier build
         shutil.rmtree(questions)

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import runpy
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -277,3 +280,14 @@ def test_other_stages_refuse_rlgf_settings_and_the_script_refuses_their_configs(
         load_config(TrainConfig, ROOT / "configs" / "debug-sft.yaml", ["rlgf.beta=0.2"])
     status = train_main("rlgf", ["--config", str(ROOT / "configs" / "debug-sft.yaml")])
     assert status == 2 and "train/sft.py" in capsys.readouterr().err
+
+
+def test_a_finished_builds_pairs_file_is_written_again_from_its_shards(tmp_path, pairs, capsys, monkeypatch):
+    main = runpy.run_path(str(ROOT / "train" / "build_rlgf_pairs.py"))["main"]
+    out = tmp_path / "pairs.jsonl"
+    shutil.copytree(pairs.with_name(pairs.name + ".questions"), out.with_name(out.name + ".questions"))
+    monkeypatch.setattr(sys, "argv", ["build_rlgf_pairs.py", "--config", str(DEBUG_RLGF), "--out", str(out)])
+    assert main() == 0  # no model is loaded: the shards hold every record
+    assert out.read_bytes() == pairs.read_bytes()
+    assert f"{out}: {len(records(pairs))} pairs written again from" in capsys.readouterr().out
+    assert main() == 0 and "is built" in capsys.readouterr().out
