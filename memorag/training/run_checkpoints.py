@@ -109,14 +109,14 @@ def split_large_files(folder: Path, max_bytes: int) -> None:
 
 @contextlib.contextmanager
 def whole_files(folder: Path | None) -> Iterator[None]:
-    """While open, every file of `folder` written as parts is there whole too (joined atomically, main process
-    only: call it there, with the other processes waiting); the joined files are removed on exit."""
+    """While open, every file of `folder` written as parts is there whole too (joined atomically from the parts,
+    which the checkpoint's record verified, over any whole file an interrupted resume left; main process only:
+    call it there, with the other processes waiting); the joined files are removed on exit."""
     joined = []
     try:
         for first in sorted(folder.rglob(f"*{_FIRST_PART}")) if folder is not None else []:
             whole = first.with_name(first.name[: -len(_FIRST_PART)])
-            if whole.exists():
-                continue
+            joined.append(whole)
             staging = whole.with_name(f".{whole.name}.joining")
             with staging.open("wb") as out:
                 index = 0
@@ -125,7 +125,6 @@ def whole_files(folder: Path | None) -> Iterator[None]:
                         shutil.copyfileobj(source, out, _COPY_BYTES)
                     index += 1
             os.replace(staging, whole)
-            joined.append(whole)
         yield
     finally:
         for whole in joined:

@@ -254,3 +254,7 @@ def test_parts_are_joined_whole_while_read_and_removed_after(tmp_path):
     with pytest.raises(RuntimeError), ckpt.whole_files(tmp_path):
         raise RuntimeError("a resume that fails")
     assert not whole.exists()
+    whole.write_bytes(data[:100])  # what an interrupted resume could leave: joined again from the parts
+    with ckpt.whole_files(tmp_path):
+        assert whole.read_bytes() == data
+    assert sorted(path.name for path in tmp_path.iterdir()) == [f"optimizer.pt.part-00{i}" for i in range(3)]
