@@ -32,6 +32,8 @@ from .errors import TrainingInputError
 def check_inputs(cfg: TrainConfig) -> None:
     """Everything about the run's inputs that can be known without building the model."""
     if cfg.data.hf_dataset is None:
+        if cfg.stage == "rlgf":
+            check_pairs_built(cfg.data.files)
         files = check_files("data.files", cfg.data.files)
         if cfg.stage == "reader" and any(path.suffix != ".jsonl" for path in files):
             raise TrainingInputError(f"data.files={[str(p) for p in files]}: the reader reads .jsonl files of samples "
@@ -45,6 +47,16 @@ def check_inputs(cfg: TrainConfig) -> None:
     declared = cfg.model.architecture.get("max_position_embeddings")
     if isinstance(declared, int):
         check_reach(cfg, declared)
+
+
+def check_pairs_built(paths: Sequence[str]) -> None:
+    """The RLGF stage's pairs files are there; a missing one is named with the command that builds it."""
+    for path in map(Path, paths):
+        if not path.exists() and not any(char in str(path) for char in "*?["):
+            again = f", or writes it again from {path}.questions" if path.with_name(path.name + ".questions").is_dir() else ""
+            raise TrainingInputError(f"data.files: the pairs file {path} is not built; build it with python "
+                                     f"train/build_rlgf_pairs.py --config CONFIG (this run's config: it goes on where a "
+                                     f"build stopped{again})")
 
 
 def check_files(key: str, paths: Sequence[str]) -> list[Path]:

@@ -291,3 +291,13 @@ def test_a_finished_builds_pairs_file_is_written_again_from_its_shards(tmp_path,
     assert out.read_bytes() == pairs.read_bytes()
     assert f"{out}: {len(records(pairs))} pairs written again from" in capsys.readouterr().out
     assert main() == 0 and "is built" in capsys.readouterr().out
+
+
+def test_a_missing_pairs_file_is_named_with_the_command_that_builds_it(tmp_path, pairs):
+    missing = tmp_path / "pairs.jsonl"
+    with pytest.raises(TrainingInputError, match=r"pairs file .*pairs.jsonl is not built; build it with python "
+                                                  r"train/build_rlgf_pairs.py --config CONFIG .*stopped\)$"):
+        run(rlgf_config(tmp_path / "run", f"data.files=[{missing}]"))
+    shutil.copytree(pairs.with_name(pairs.name + ".questions"), missing.with_name(missing.name + ".questions"))
+    with pytest.raises(TrainingInputError, match=r"or writes it again from .*pairs.jsonl.questions\)$"):
+        run(rlgf_config(tmp_path / "run", f"data.files=[{missing}]"))
