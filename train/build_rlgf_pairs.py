@@ -14,6 +14,9 @@ stopped, the same command goes on where it stopped; once OUT is written, the com
 the dropped ones too, in the shards) and OUT.stats.json (the counts, the settings and the build time).
 Where OUT.questions is there and OUT is not (a repository that keeps the shards but not the pairs file,
 which outgrows its file-size cap), the command writes OUT again from the shards, the same bytes, in seconds.
+--processes N builds in N processes side by side, each with 1/N of the threads and every N-th question
+(more questions an hour where one process leaves the cores partly idle: docs/training.md); a stopped
+build goes on with any number of processes.
 """
 
 import argparse
@@ -24,7 +27,8 @@ from pathlib import Path
 
 from memorag.config import ConfigError, load_config
 from memorag.training.config import TrainConfig
-from memorag.training.rlgf_pairs import build_from_config, rewrite_pairs
+from memorag.training.rlgf_pairs import rewrite_pairs
+from memorag.training.rlgf_workers import build_with_processes
 
 
 def main() -> int:
@@ -32,6 +36,8 @@ def main() -> int:
     parser.add_argument("--config", required=True, metavar="FILE", help="a stage rlgf config (configs/rlgf/*.yaml)")
     parser.add_argument("--out", help="the JSONL to write (default: data.files[0] of the config)")
     parser.add_argument("--rebuild", action="store_true", help="build OUT again even when it is already built")
+    parser.add_argument("--processes", type=int, default=1, metavar="N",
+                        help="build in N processes side by side, the threads shared out (default 1)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="settings over the file's")
     args = parser.parse_intermixed_args()
     try:
@@ -50,7 +56,7 @@ def main() -> int:
         elif questions.is_dir() and not partial.exists():
             print(f"{out}: {rewrite_pairs(out)} pairs written again from {questions}")
             return 0
-        stats = build_from_config(cfg, out)
+        stats = build_with_processes(cfg, out, args.processes)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -263,28 +263,54 @@ def rewrite_pairs(out: Path) -> int:
 
 def build_pairs(models: PairModels, pipeline, examples: Iterable[Any], settings: RLGFSection, out: Path,
                 seed: int = 0, on_question: Callable[[dict[str, Any]], None] | None = None,
-                autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict[str, Any]:
+                autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                share: tuple[int, int] = (0, 1), before_finish: Callable[[], None] | None = None,
+                progress: bool = False) -> dict[str, Any]:
     """Every question's record into the folder `out`.partial (appended and synced one by one, `SHARD_QUESTIONS` a
     shard, so a stopped build goes on where it stopped and no file grows without bound), then the kept pairs into
     `out`, atomically, and the folder becomes `out`.questions (the dropped questions' sets and scores too); the
     counts and times. Each question runs under `autocast` (the training's: bf16 weights beside float32 memory
-    parameters need it)."""
+    parameters need it). `share` (index, count) builds only every count-th question from the index-th, into shards
+    of its own (`memorag.training.rlgf_workers` runs the shares in processes side by side); share 0 waits for the
+    others (`before_finish`) and finishes the build, the others return their counts."""
+    from tqdm.auto import tqdm
+
     partial = out.with_name(out.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)
     done = read_records(partial)
-    examples = list(examples)
-    started, resumed = time.perf_counter(), len(done)
-    for example in examples:
-        if example.id in done:
-            continue
+    examples, (index, count) = list(examples), share
+    mine = examples[index::count]
+    todo = [example for example in mine if example.id not in done]
+    started, resumed, suffix = time.perf_counter(), len(done), "" if count == 1 else f"-{index}of{count}"
+    bar = tqdm(total=len(mine), initial=len(mine) - len(todo), unit="question", disable=not progress,
+               desc="clue sets" if count == 1 else f"clue sets, share {index + 1} of {count}", position=index)
+    for example in todo:
         tick = time.perf_counter()
         with autocast():
             record = question_record(models, pipeline, example, settings, seed)
-        record["build_s"] = round(time.perf_counter() - tick, 3)
-        append_json_line(partial / f"part-{len(done) // SHARD_QUESTIONS:05d}.jsonl", record)
+        record["build_s"], record["build_shares"] = round(time.perf_counter() - tick, 3), count
+        append_json_line(partial / f"part-{len(done) // SHARD_QUESTIONS:05d}{suffix}.jsonl", record)
         done[example.id] = record
+        bar.update()
         if on_question is not None:
             on_question(record)
+    bar.close()
+    if index > 0:
+        return {"questions": len(mine), "built_this_run": len(todo)}
+    if before_finish is not None:
+        before_finish()
+    return finish_pairs(out, examples, resumed, started)
+
+
+def finish_pairs(out: Path, examples: list[Any], resumed: int, started: float) -> dict[str, Any]:
+    """The kept pairs of a build whose every question is in `out`.partial written to `out`, the folder renamed
+    `out`.questions; the counts and times."""
+    partial = out.with_name(out.name + ".partial")
+    done = read_records(partial)
+    missing = sum(example.id not in done for example in examples)
+    if missing:
+        raise TrainingInputError(f"{missing} of {len(examples)} questions are not in {partial} yet (a share of the "
+                                 "build stopped): run the same command again, it goes on where it stopped")
     records = [done[example.id] for example in examples]
     kept = write_pairs(out, records)
     questions = out.with_name(out.name + ".questions")
@@ -365,9 +391,11 @@ def question_contexts(cfg, tokenizer) -> dict[str, str]:
 
 
 def build_from_config(cfg, out: Path | None = None, models: PairModels | None = None,
-                      on_question: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                      on_question: Callable[[dict[str, Any]], None] | None = None, share: tuple[int, int] = (0, 1),
+                      before_finish: Callable[[], None] | None = None) -> dict[str, Any]:
     """The pairs of a stage-rlgf config into `out` (default `data.files[0]`), with OUT.stats.json beside it: the
-    memory model of `model.*` and `memory.*` (the weights the stage starts from), scored under `rlgf.pipeline`."""
+    memory model of `model.*` and `memory.*` (the weights the stage starts from), scored under `rlgf.pipeline`.
+    `share` and `before_finish` as `build_pairs` reads them."""
     from memorag.config import config_to_dict
     from memorag.storage.io import atomic_write_text
 
@@ -388,8 +416,11 @@ def build_from_config(cfg, out: Path | None = None, models: PairModels | None = 
     out.parent.mkdir(parents=True, exist_ok=True)
     examples = tuning_questions(cfg, models.memory_model.tokenizer)
     autocast = (lambda: torch.autocast(device or "cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
-    stats = build_pairs(models, pipeline, examples, cfg.rlgf, out, cfg.seed, on_question, autocast)
-    stats.update({"rlgf": config_to_dict(cfg.rlgf), "pipeline": config_to_dict(pipeline), "seed": cfg.seed,
+    stats = build_pairs(models, pipeline, examples, cfg.rlgf, out, cfg.seed, on_question, autocast, share,
+                        before_finish, cfg.logging.progress_bar)
+    if share[0] > 0:
+        return stats
+    stats.update({"shares": share[1], "rlgf": config_to_dict(cfg.rlgf), "pipeline": config_to_dict(pipeline), "seed": cfg.seed,
                   "model": config_to_dict(cfg.model), "memory": config_to_dict(cfg.memory),
                   "reference_memory_weights_sha256": models.memory_model.memory_weights_hash()})
     atomic_write_text(out.with_name(out.name + ".stats.json"), json.dumps(stats, indent=1) + "\n")

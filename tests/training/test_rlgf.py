@@ -253,7 +253,7 @@ def test_a_stopped_build_goes_on_where_it_stopped_and_gives_the_same_pairs(tmp_p
     stats = build(cfg, out)
     assert stats["resumed_questions"] == 3
     assert records(out) == records(pairs)
-    strip = lambda rows: [{k: v for k, v in row.items() if k not in ("build_s", "timings")} for row in rows]  # noqa: E731
+    strip = lambda rows: [{k: v for k, v in row.items() if k not in ("build_s", "build_shares", "timings")} for row in rows]  # noqa: E731
     questions = [read_records(path.with_name(path.name + ".questions")).values() for path in (out, pairs)]
     assert strip(questions[0]) == strip(questions[1])
 
@@ -301,3 +301,41 @@ def test_a_missing_pairs_file_is_named_with_the_command_that_builds_it(tmp_path,
     shutil.copytree(pairs.with_name(pairs.name + ".questions"), missing.with_name(missing.name + ".questions"))
     with pytest.raises(TrainingInputError, match=r"or writes it again from .*pairs.jsonl.questions\)$"):
         run(rlgf_config(tmp_path / "run", f"data.files=[{missing}]"))
+
+
+def fake_share(cfg: TrainConfig, out: Path, share: tuple[int, int], threads: int) -> None:
+    """A share of the build in a spawned process, with the FAKE embedder and reader (`build_share` loads real ones)."""
+    from memorag.runtime.placement import set_threads
+    from memorag.training.rlgf_pairs import build_from_config
+
+    set_threads(threads)
+    build_from_config(cfg, out, models=fake_models(cfg), share=share)
+
+
+def failing_share(cfg: TrainConfig, out: Path, share: tuple[int, int], threads: int) -> None:
+    raise SystemExit(3)
+
+
+def test_a_build_in_two_processes_gives_the_same_pairs_in_shards_of_each(tmp_path, pairs):
+    from memorag.training.rlgf_workers import build_with_processes
+
+    cfg, out = rlgf_config(tmp_path / "unused"), tmp_path / "pairs.jsonl"
+    stats = build_with_processes(cfg, out, 2, models=fake_models(cfg), target=fake_share)
+    assert out.read_bytes() == pairs.read_bytes() and stats["shares"] == 2 and stats["questions"] == 6
+    questions = out.with_name(out.name + ".questions")
+    assert sorted(p.name for p in questions.iterdir()) == ["part-00000-0of2.jsonl", "part-00000-1of2.jsonl"]
+    assert [len(records(p)) for p in sorted(questions.iterdir())] == [3, 3]
+
+
+def test_a_share_that_stops_keeps_the_build_and_any_number_of_processes_finishes_it(tmp_path, pairs):
+    from memorag.training.rlgf_workers import build_with_processes
+
+    cfg, out = rlgf_config(tmp_path / "unused"), tmp_path / "pairs.jsonl"
+    with pytest.raises(RuntimeError, match=r"share 2 of 2 \(exit code 3\) stopped .* run the same command again"):
+        build_with_processes(cfg, out, 2, models=fake_models(cfg), target=failing_share)
+    partial = out.with_name(out.name + ".partial")
+    assert not out.exists() and len(read_records(partial)) == 3  # the first share's every other question
+    stats = build_with_processes(cfg, out, 1, models=fake_models(cfg))
+    assert stats["resumed_questions"] == 3 and out.read_bytes() == pairs.read_bytes()
+    with pytest.raises(ConfigError, match="processes=0"):
+        build_with_processes(cfg, out, 0)
