@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
+import sys
 from pathlib import Path
 
 import torch
@@ -13,6 +17,19 @@ from memorag.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBUG_CONFIG = ROOT / "configs" / "debug.yaml"
+PYTHON = sys.executable
+TORCHRUN = shutil.which("torchrun", path=str(Path(PYTHON).parent)) or shutil.which("torchrun")
+
+
+def launch_env() -> dict[str, str]:
+    """The environment a launched training script runs in: this checkout importable."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def debug_config(output_dir: Path, *overrides: str) -> TrainConfig:

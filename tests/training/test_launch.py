@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.training.helpers import ROOT, train_losses
+from tests.training.helpers import PYTHON, ROOT, TORCHRUN, free_port, launch_env, train_losses
 
-PYTHON = sys.executable
 ACCELERATE = shutil.which("accelerate", path=str(Path(PYTHON).parent)) or shutil.which("accelerate")
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
 
 
 @pytest.mark.slow
@@ -35,7 +28,7 @@ def test_debug_config_trains_through_accelerate_launch_and_the_loss_falls(tmp_pa
         "optim.max_steps=24", "optim.lr=1e-2", "checkpoint.every_steps=100", "eval.at_end=false",
         "logging.progress_bar=false",
     ]
-    done = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, cwd=ROOT, env=launch_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["step"] == 24 and summary["reason"] == "finished"
@@ -49,7 +42,7 @@ def test_debug_config_trains_through_accelerate_launch_and_the_loss_falls(tmp_pa
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["train/pretrain.py", "train/sft.py", "train/evaluate.py", "train/build_clue_data.py"])
 def test_scripts_answer_help(script):
-    done = subprocess.run([PYTHON, script, "--help"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run([PYTHON, script, "--help"], cwd=ROOT, env=launch_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage" in done.stdout.lower() or "settings" in done.stdout.lower()
     if script in ("train/pretrain.py", "train/sft.py"):
@@ -58,7 +51,7 @@ def test_scripts_answer_help(script):
 
 def test_a_bad_key_is_a_clear_error(tmp_path):
     done = subprocess.run([PYTHON, "train/pretrain.py", "--config", "configs/debug.yaml", "optim.learning_rate=1"],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=launch_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "unknown key 'optim.learning_rate'" in done.stderr and "did you mean 'lr'" not in done.stdout
 
@@ -68,11 +61,11 @@ def test_python_launch_and_the_evaluate_script(tmp_path):
     run_dir = tmp_path / "run"
     common = ["--config", "configs/debug.yaml", f"checkpoint.output_dir={run_dir}", "logging.progress_bar=false"]
     done = subprocess.run([PYTHON, "train/pretrain.py", *common, "optim.max_steps=2", "eval.at_end=false"],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, env=launch_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = tmp_path / "eval.json"
     done = subprocess.run([PYTHON, "train/evaluate.py", *common, f"model.memory_weights={run_dir / 'final'}",
-                           "eval.ratios=[4,8]", "--out", str(out)], cwd=ROOT, env=_env(), capture_output=True,
+                           "eval.ratios=[4,8]", "--out", str(out)], cwd=ROOT, env=launch_env(), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| memory r=4 |" in done.stdout and "| full context |" in done.stdout
@@ -80,24 +73,15 @@ def test_python_launch_and_the_evaluate_script(tmp_path):
     assert set(result["conditions"]) == {"no memory", "memory r=4", "memory r=8", "full context"}
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_process_ddp_on_cpu_trains_and_resumes_exactly(tmp_path):
     """DDP over gloo (two CPU processes): every rank's RNG is saved, and a resumed run matches."""
-    torchrun = shutil.which("torchrun", path=str(Path(PYTHON).parent)) or shutil.which("torchrun")
-    if torchrun is None:
+    if TORCHRUN is None:
         pytest.skip("torchrun is not installed")
-    env = {**_env(), "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    env = {**launch_env(), "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
 
     def launch(output, *extra):
-        command = [torchrun, "--nproc_per_node", "2", "--master_port", str(_free_port()), "train/pretrain.py",
+        command = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()), "train/pretrain.py",
                    "--config", "configs/debug.yaml", f"checkpoint.output_dir={output}", "optim.max_steps=4",
                    "checkpoint.every_steps=100", "eval.at_end=false", "logging.progress_bar=false", *extra]
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -122,7 +106,7 @@ def test_the_debug_sft_config_trains_on_the_shipped_samples(tmp_path):
     run_dir = tmp_path / "sft"
     done = subprocess.run([PYTHON, "train/sft.py", "--config", "configs/debug-sft.yaml",
                            f"checkpoint.output_dir={run_dir}", "logging.progress_bar=false"],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, env=launch_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["reason"] == "finished" and summary["step"] == 16  # 2 epochs of 8 samples, batch 1
@@ -139,7 +123,7 @@ def test_sft_refuses_a_pass_in_which_no_sample_fits_instead_of_hanging(tmp_path)
     done = subprocess.run([PYTHON, "train/sft.py", "--config", "configs/debug-sft.yaml",
                            f"checkpoint.output_dir={tmp_path / 'sft'}", "logging.progress_bar=false",
                            "optim.max_steps=5", "data.max_length=200"],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=launch_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "no SFT sample" in done.stderr and "data.max_length=200" in done.stderr
     assert "the longest sample has" in done.stderr

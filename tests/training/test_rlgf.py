@@ -14,7 +14,9 @@ import json
 import math
 import runpy
 import shutil
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,15 @@ from memorag.training.config import TrainConfig
 from memorag.training.errors import TrainingInputError
 from memorag.training.rlgf_pairs import pair_of, read_records
 from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, tiny_model
-from tests.training.helpers import ROOT, reset_accelerate, resumed_equals_straight, train_losses
+from tests.training.helpers import (
+    ROOT,
+    TORCHRUN,
+    free_port,
+    launch_env,
+    reset_accelerate,
+    resumed_equals_straight,
+    train_losses,
+)
 
 DEBUG_RLGF = ROOT / "configs" / "debug-rlgf.yaml"
 QUIET = ("logging.progress_bar=false", "optim.schedule=constant")
@@ -339,3 +349,50 @@ def test_a_share_that_stops_keeps_the_build_and_any_number_of_processes_finishes
     assert stats["resumed_questions"] == 3 and out.read_bytes() == pairs.read_bytes()
     with pytest.raises(ConfigError, match="processes=0"):
         build_with_processes(cfg, out, 0)
+
+
+def swapped(pair: dict) -> dict:
+    """`pair` with its chosen and rejected sets (and their reference log-probabilities) the other way round."""
+    reference = {**pair["reference"], "chosen": pair["reference"]["rejected"], "rejected": pair["reference"]["chosen"]}
+    return {**pair, "chosen": pair["rejected"], "rejected": pair["chosen"], "reference": reference}
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed")
+def test_two_ddp_processes_train_as_one_process_taking_both_their_pairs_and_resume_exactly(tmp_path, pairs):
+    """Two processes (DDP over gloo), a pair each a step, end with the weights of one process taking the same two
+    pairs a step (their gradients averaged: without it each process would step on its own pair); stopped and
+    resumed, they end as an uninterrupted pair of processes."""
+    from memorag.training.build import build_model
+    from memorag.training.rlgf_pairs import question_contexts
+    from memorag.training.rlgf_trainer import render_pair
+
+    cfg = rlgf_config(tmp_path / "unused")
+    model = build_model(cfg.model, cfg.memory)
+    contexts = question_contexts(cfg, model.tokenizer)
+    windows = {row["id"]: -(-len(render_pair(model.tokenizer, model.layout, row, contexts[row["id"]]))
+                            // cfg.memory.window) for row in records(pairs)}
+    common = Counter(windows.values()).most_common(1)[0][0]  # one window count: one batch bucket, one order
+    chosen = [row for row in records(pairs) if windows[row["id"]] == common][:2]
+    assert len(chosen) == 2 and chosen[0]["id"] != chosen[1]["id"]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in [*chosen, *map(swapped, chosen)]))
+    settings = [f"data.files=[{data}]", "optim.max_steps=2", "checkpoint.every_steps=100", *QUIET]
+    run(rlgf_config(tmp_path / "one", *settings, "optim.grad_accumulation=2"))
+
+    def launch(output: Path, *extra: str) -> None:
+        command = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()), "train/rlgf.py", "--config",
+                   str(DEBUG_RLGF), f"checkpoint.output_dir={output}", *settings, "optim.grad_accumulation=1", *extra]
+        env = {**launch_env(), "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-4000:]
+
+    launch(tmp_path / "two")
+    launch(tmp_path / "resumed", "optim.stop_at_step=1")
+    launch(tmp_path / "resumed")
+    losses = {name: train_losses(tmp_path / name) for name in ("one", "two", "resumed")}
+    assert sorted(losses["two"]) == [1, 2] and losses["two"] == pytest.approx(losses["one"], rel=1e-5)
+    assert losses["resumed"] == pytest.approx(losses["two"], rel=1e-6)
+    weights = {name: load_file(tmp_path / name / "final" / "memory_weights.safetensors") for name in losses}
+    for key, tensor in weights["one"].items():
+        torch.testing.assert_close(weights["two"][key], tensor, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(weights["resumed"][key], weights["two"][key], rtol=0, atol=0)
