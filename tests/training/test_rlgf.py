@@ -361,7 +361,7 @@ def swapped(pair: dict) -> dict:
 def test_two_ddp_processes_train_as_one_process_taking_both_their_pairs_and_resume_exactly(tmp_path, pairs):
     """Two processes (DDP over gloo), a pair each a step, end with the weights of one process taking the same two
     pairs a step (their gradients averaged: without it each process would step on its own pair); stopped and
-    resumed, they end as an uninterrupted pair of processes."""
+    resumed from a checkpoint in parts, they end as an uninterrupted pair of processes."""
     from memorag.training.build import build_model
     from memorag.training.rlgf_pairs import question_contexts
     from memorag.training.rlgf_trainer import render_pair
@@ -376,7 +376,8 @@ def test_two_ddp_processes_train_as_one_process_taking_both_their_pairs_and_resu
     assert len(chosen) == 2 and chosen[0]["id"] != chosen[1]["id"]
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in [*chosen, *map(swapped, chosen)]))
-    settings = [f"data.files=[{data}]", "optim.max_steps=2", "checkpoint.every_steps=100", *QUIET]
+    settings = [f"data.files=[{data}]", "optim.max_steps=2", "checkpoint.every_steps=100", *QUIET,
+                "checkpoint.max_file_mb=0.01"]  # checkpoints in parts of 10 KB, joined by process 0 for a resume
     run(rlgf_config(tmp_path / "one", *settings, "optim.grad_accumulation=2"))
 
     def launch(output: Path, *extra: str) -> None:
@@ -388,6 +389,7 @@ def test_two_ddp_processes_train_as_one_process_taking_both_their_pairs_and_resu
 
     launch(tmp_path / "two")
     launch(tmp_path / "resumed", "optim.stop_at_step=1")
+    assert len(list((tmp_path / "resumed" / "checkpoint-1").glob("optimizer.pt.part-*"))) > 1
     launch(tmp_path / "resumed")
     losses = {name: train_losses(tmp_path / name) for name in ("one", "two", "resumed")}
     assert sorted(losses["two"]) == [1, 2] and losses["two"] == pytest.approx(losses["one"], rel=1e-5)
