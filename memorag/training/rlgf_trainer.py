@@ -14,11 +14,11 @@ weights this run starts from (`model.memory_weights`, compared by hash before a 
 anything), their ratio the one of `memory.ratios`, their questions from the tuning rows and among those
 of `rlgf.*` (whose contexts, built again at the start, must give the ids the memory read: the pair's
 content hash); and a resume over a pairs file that changed (its sha256) is refused. It trains in one
-process, or in several side by side (DDP: `torchrun --nproc_per_node N`, or `accelerate launch` with
-several processes): each takes its own pair of every micro-batch of N pairs, and their gradients are
-averaged before the step, so N processes with `optim.grad_accumulation` G train on the pairs one process
-with N * G would (docs/training.md: two processes of one thread train 1.3x the pairs an hour of one of
-two on a 2-core CPU).
+process, or in several side by side with DDP (`torchrun --nproc_per_node N`; tested over gloo on a CPU):
+each takes its own pair of every micro-batch of N pairs, and their gradients are averaged before the
+step, so N processes with `optim.grad_accumulation` G train on the pairs one process with N * G would
+(docs/training.md: two processes of one thread train 1.21x the pairs an hour of one of two threads on a
+2-core CPU).
 """
 
 from __future__ import annotations
@@ -100,8 +100,7 @@ class RLGFTrainer(Trainer):
     def _build_data(self) -> PairBatches:
         cfg = self.cfg
         spec = SFTSpec(window=cfg.memory.window, sequences_per_batch=self.world, max_length=cfg.data.max_length,
-                       seed=cfg.seed,
-                       max_epochs=None if cfg.optim.max_steps else cfg.optim.epochs)
+                       seed=cfg.seed, max_epochs=None if cfg.optim.max_steps else cfg.optim.epochs)
         self.contexts = question_contexts(cfg, self.tokenizer)
         batches = PairBatches(cfg.data.files, self._render, spec, fits=self._fits, parse=self._parse)
         self._render(batches.sample(0))  # a pairs file of another run is refused before any step
