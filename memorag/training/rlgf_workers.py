@@ -7,6 +7,7 @@ it built: the same command goes on where each share stopped, with any number of 
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,17 @@ from memorag.runtime.placement import set_threads
 from .rlgf_pairs import PairModels, build_from_config
 
 
-def build_share(cfg, out: Path, share: tuple[int, int], threads: int) -> None:
-    """One share of the build, in a process of its own (the target `build_with_processes` starts)."""
+def build_share(cfg, out: Path, share: tuple[int, int], threads: int, parent: int) -> None:
+    """One share of the build, in a process of its own (the target `build_with_processes` starts), which stops
+    after its question once the process `parent` that started it is gone (killed: it cannot stop its shares)."""
     set_threads(threads)
-    build_from_config(cfg, out, share=share)
+    build_from_config(cfg, out, share=share, on_question=lambda record: stop_if_orphaned(parent))
+
+
+def stop_if_orphaned(parent: int) -> None:
+    """Stop this process (exit code 0, what it built kept) when its parent is no longer `parent`."""
+    if os.getppid() != parent:
+        raise SystemExit(0)
 
 
 def build_with_processes(cfg, out: Path, processes: int, models: PairModels | None = None,
@@ -35,7 +43,7 @@ def build_with_processes(cfg, out: Path, processes: int, models: PairModels | No
         return build_from_config(cfg, out, models=models)
     threads = max(1, torch.get_num_threads() // processes)
     context = multiprocessing.get_context("spawn")
-    others = [context.Process(target=target, args=(cfg, out, (index, processes), threads), daemon=True,
+    others = [context.Process(target=target, args=(cfg, out, (index, processes), threads, os.getpid()), daemon=True,
                               name=f"rlgf-pairs-share-{index + 1}") for index in range(1, processes)]
     for process in others:
         process.start()

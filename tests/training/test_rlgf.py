@@ -313,16 +313,17 @@ def test_a_missing_pairs_file_is_named_with_the_command_that_builds_it(tmp_path,
         run(rlgf_config(tmp_path / "run", f"data.files=[{missing}]"))
 
 
-def fake_share(cfg: TrainConfig, out: Path, share: tuple[int, int], threads: int) -> None:
+def fake_share(cfg: TrainConfig, out: Path, share: tuple[int, int], threads: int, parent: int) -> None:
     """A share of the build in a spawned process, with the FAKE embedder and reader (`build_share` loads real ones)."""
     from memorag.runtime.placement import set_threads
     from memorag.training.rlgf_pairs import build_from_config
+    from memorag.training.rlgf_workers import stop_if_orphaned
 
     set_threads(threads)
-    build_from_config(cfg, out, models=fake_models(cfg), share=share)
+    build_from_config(cfg, out, models=fake_models(cfg), share=share, on_question=lambda _: stop_if_orphaned(parent))
 
 
-def failing_share(cfg: TrainConfig, out: Path, share: tuple[int, int], threads: int) -> None:
+def failing_share(cfg: TrainConfig, out: Path, share: tuple[int, int], threads: int, parent: int) -> None:
     raise SystemExit(3)
 
 
@@ -349,6 +350,17 @@ def test_a_share_that_stops_keeps_the_build_and_any_number_of_processes_finishes
     assert stats["resumed_questions"] == 3 and out.read_bytes() == pairs.read_bytes()
     with pytest.raises(ConfigError, match="processes=0"):
         build_with_processes(cfg, out, 0)
+
+
+def test_a_share_whose_parent_is_gone_stops_after_its_question():
+    import os
+
+    from memorag.training.rlgf_workers import stop_if_orphaned
+
+    stop_if_orphaned(os.getppid())  # the parent is there: goes on
+    with pytest.raises(SystemExit) as stopped:
+        stop_if_orphaned(os.getppid() + 1)
+    assert stopped.value.code == 0
 
 
 def swapped(pair: dict) -> dict:
