@@ -100,7 +100,8 @@ class RLGFTrainer(Trainer):
     def _build_data(self) -> PairBatches:
         cfg = self.cfg
         spec = SFTSpec(window=cfg.memory.window, sequences_per_batch=self.world, max_length=cfg.data.max_length,
-                       seed=cfg.seed, max_epochs=None if cfg.optim.max_steps else cfg.optim.epochs)
+                       seed=cfg.seed, max_epochs=None if cfg.optim.max_steps else cfg.optim.epochs,
+                       same_windows=False)  # each process reads its own pair: the pairs keep one process's order
         self.contexts = question_contexts(cfg, self.tokenizer)
         batches = PairBatches(cfg.data.files, self._render, spec, fits=self._fits, parse=self._parse)
         self._render(batches.sample(0))  # a pairs file of another run is refused before any step

@@ -151,6 +151,16 @@ def test_batches_group_equal_window_counts_and_resume(tmp_path):
     assert [next(again) for _ in range(4)] == first
 
 
+def test_batches_of_any_window_counts_keep_the_order_of_batches_of_one(tmp_path):
+    path = write_samples(tmp_path / "s.jsonl", count=30)
+    one = make_batches(path, sequences_per_batch=1, max_epochs=1)
+    mixed = make_batches(path, same_windows=False, max_epochs=1)
+    singles = [sample for batch in one for sample in batch]
+    pairs = [sample for batch in mixed for sample in batch]
+    assert pairs == singles and len(pairs) == 30
+    assert len({-(-len(s) // 64) for s in singles}) > 1  # the samples have several window counts
+
+
 def test_too_long_samples_are_skipped(tmp_path):
     path = write_samples(tmp_path / "s.jsonl", count=9)
     tokenizer = byte_tokenizer()

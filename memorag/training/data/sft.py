@@ -166,8 +166,9 @@ class PassStats:
                     f"With data.max_length={spec.max_length}, {lengths}; raise data.max_length (within the "
                     "model's positions) or shorten the contexts")
         return (f"a pass over {files} gave no batch: {fitting} of {self.samples} samples fit "
-                f"(data.max_length={spec.max_length}; {lengths}), but no {spec.sequences_per_batch} of them have "
-                "the same window count; lower data.batch_size or add samples")
+                f"(data.max_length={spec.max_length}; {lengths}), but "
+                f"{'no' if spec.same_windows else 'fewer than'} {spec.sequences_per_batch} of them "
+                f"{'have the same window count' if spec.same_windows else 'do'}; lower data.batch_size or add samples")
 
 
 @dataclass(frozen=True)
@@ -177,18 +178,20 @@ class SFTSpec:
     max_length: int = 1 << 30
     seed: int = 0
     max_epochs: int | None = None  # None: cycle forever
+    same_windows: bool = True  # a batch's samples share a window count (they are padded into one tensor)
 
 
 class SFTBatches:
     """Global micro-batches of `TokenizedSample`s with equal window counts; resumable.
 
     Samples are visited in a seeded permutation per epoch; each goes to the bucket of
-    its window count and a bucket is emitted when it holds `sequences_per_batch`
-    samples. Buckets still incomplete at the end of an epoch are dropped (with batch
-    size 1 nothing is). Samples longer than `max_length`, or rejected by `fits`, are
-    skipped and counted. A pass over the data that gives no batch at all (no sample
-    fits, or no bucket fills) is refused with a `NoBatchError` naming `max_length` and
-    the sample lengths, instead of cycling forever.
+    its window count (one bucket for all with `same_windows=False`, for samples that are
+    read one by one, as RLGF's processes each read their own pair) and a bucket is
+    emitted when it holds `sequences_per_batch` samples. Buckets still incomplete at the
+    end of an epoch are dropped (with batch size 1 nothing is). Samples longer than
+    `max_length`, or rejected by `fits`, are skipped and counted. A pass over the data
+    that gives no batch at all (no sample fits, or no bucket fills) is refused with a
+    `NoBatchError` naming `max_length` and the sample lengths, instead of cycling forever.
     """
 
     def __init__(
@@ -282,7 +285,7 @@ class SFTBatches:
                 self.skipped += 1
                 del self._tokenized[position]
                 continue
-            windows = -(-len(sample) // self.spec.window)
+            windows = -(-len(sample) // self.spec.window) if self.spec.same_windows else 0
             bucket = self.pending.setdefault(windows, [])
             bucket.append(position)
             if len(bucket) == self.spec.sequences_per_batch:
