@@ -243,18 +243,20 @@ def read_records(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def write_pairs(out: Path, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The kept pairs of `records`, in their order, written to `out` atomically; returned."""
+    """The kept pairs of `records` by question id, written to `out` atomically; returned. Not in the build's order:
+    a build stopped and resumed in other numbers of processes holds its questions in shards of another order, and
+    the file is to be the same bytes however it was built (the trainer shuffles the pairs by its seed)."""
     from memorag.storage.io import atomic_write_text
 
-    kept = [pair_of(record) for record in records if record["dropped"] is None]
+    kept = [pair_of(record) for record in sorted(records, key=lambda record: record["id"]) if record["dropped"] is None]
     atomic_write_text(out, "".join(json.dumps(pair, ensure_ascii=False) + "\n" for pair in kept))
     return kept
 
 
 def rewrite_pairs(out: Path) -> int:
-    """`out` written again from a finished build's `out`.questions (the records, in the order they were built):
-    the same bytes the build wrote, without a model. Its pairs file may be left out of a repository (it grows past
-    a file-size cap before its shards do) and made again here. Returns the number of pairs."""
+    """`out` written again from a finished build's `out`.questions: the same bytes the build wrote, without a model.
+    Its pairs file may be left out of a repository (it grows past a file-size cap before its shards do) and made
+    again here. Returns the number of pairs."""
     questions = out.with_name(out.name + ".questions")
     if not questions.is_dir():
         raise FileNotFoundError(f"{questions} holds no finished build to write {out} from")

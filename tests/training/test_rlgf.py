@@ -26,7 +26,7 @@ from memorag.config import ConfigError, load_config
 from memorag.training.cli import train_main
 from memorag.training.config import TrainConfig
 from memorag.training.errors import TrainingInputError
-from memorag.training.rlgf_pairs import pair_of, read_records
+from memorag.training.rlgf_pairs import pair_of, read_records, rewrite_pairs
 from tests.pipeline.conftest import FakeEchoGenerator, FakeHashEmbedder, tiny_model
 from tests.training.helpers import (
     ROOT,
@@ -116,7 +116,8 @@ def test_the_pairs_are_tuning_questions_best_against_worst_with_the_starting_mod
     assert stats["questions"] == 6 and stats["pairs"] == len(kept) >= 2 and not pairs.with_name("pairs.jsonl.partial").exists()
     questions = list(read_records(pairs.with_name("pairs.jsonl.questions")).values())
     assert len(questions) == 6 and sum(q["dropped"] is None for q in questions) == len(kept)
-    assert [pair_of(q) for q in questions if q["dropped"] is None] == kept and "context" not in kept[0]
+    by_id = sorted(questions, key=lambda question: question["id"])  # the file's order, however the build ran
+    assert [pair_of(q) for q in by_id if q["dropped"] is None] == kept and "context" not in kept[0]
     cfg = rlgf_config(Path("unused"))
     starting = build_model(cfg.model, cfg.memory).memory_weights_hash()
     for record in kept:
@@ -300,6 +301,15 @@ def test_a_finished_builds_pairs_file_is_written_again_from_its_shards(tmp_path,
     assert out.read_bytes() == pairs.read_bytes()
     assert f"{out}: {len(records(pairs))} pairs written again from" in capsys.readouterr().out
     assert main() == 0 and "is built" in capsys.readouterr().out
+    # shards holding the questions in another order (a build stopped and resumed in other numbers of processes)
+    questions = out.with_name(out.name + ".questions")
+    shuffled = list(read_records(questions).values())[::-1]
+    for shard in questions.iterdir():
+        shard.unlink()
+    (questions / "part-00000-0of2.jsonl").write_text("".join(json.dumps(q) + "\n" for q in shuffled[:3]))
+    (questions / "part-00000-1of2.jsonl").write_text("".join(json.dumps(q) + "\n" for q in shuffled[3:]))
+    out.unlink()
+    assert rewrite_pairs(out) == len(records(pairs)) and out.read_bytes() == pairs.read_bytes()
 
 
 def test_a_missing_pairs_file_is_named_with_the_command_that_builds_it(tmp_path, pairs):
