@@ -12,11 +12,15 @@ a generator then answers from the retrieved passages.
 The pipeline names are imported on first use, so `import memorag` stays light.
 """
 
+import logging
+
 from memorag.runtime.kernel_caches import bound_kernel_caches
 
 __version__ = "0.1.0"
 
 bound_kernel_caches()  # before any kernel is compiled: resident memory stays flat (see memorag/runtime/kernel_caches.py)
+# faiss logs each SIMD build it tries while loading, the missing ones as errors, at INFO: noise in every command's log
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 
 _PIPELINE_NAMES = ("MemoRAG", "Answer", "Evidence", "MemorizeReport", "PipelineConfig", "Mode", "register_mode",
                    "available_modes")

@@ -8,21 +8,17 @@ milliseconds and needs no training.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
 from memorag.retrieval.base import Hit, IndexFormatError, Retriever, check_new_chunk_ids, check_queries
 from memorag.retrieval.chunking import Chunk
-
-# faiss logs each SIMD build it tries while loading, missing ones as errors, at INFO: noise in every command's log
-logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-import faiss  # noqa: E402
 
 _PROGRESS_MIN_TEXTS = 1024  # show a progress bar only when encoding at least this many texts
 
