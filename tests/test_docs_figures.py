@@ -28,7 +28,7 @@ def test_every_marker_names_a_figure_and_every_figure_is_shown():
 
 def test_every_caption_names_a_record_a_machine_and_a_date():
     for spec in figures.FIGURES:
-        assert re.search(r"`(results|memorag/weights)/[^`]+`", spec.caption), spec.name
+        assert re.search(r"`(results|memorag/weights|runs)/[^`]+`", spec.caption), spec.name
         assert re.search(r"H100|H200|Intel Xeon|AMD EPYC", spec.caption), spec.name
         assert re.search(r"20\d\d-\d\d-\d\d", spec.caption), spec.name
 

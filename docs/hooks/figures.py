@@ -2,7 +2,8 @@
 
 A page asks for a figure with a line `<!-- figure: NAME -->` (a comment, so the page still reads on a code
 host); the build puts the SVG there with its caption, which names the record, the machine and the date.
-No number is typed here: every point is read from a file under `results/` or `memorag/weights/`, except
+No number is typed here: every point is read from a file under `results/`, `memorag/weights/` or a tracked
+training run under `runs/`, except
 the public code's memorize times, which no record of ours holds (they are the figures the GPU-speed issue
 quoted, and the caption says so). Run alone to look at them without building the site:
 
@@ -25,6 +26,7 @@ SHIPPED = ROOT / "memorag" / "weights" / "memory-smollm2-135m-instruct"
 GPU_H100 = ROOT / "results" / "benchmarks" / "gpu-h100-2026-11-25"
 COMPILED_H200 = ROOT / "results" / "benchmarks" / "compiled-windows-2026-11-26"
 CPU_HOUR = ROOT / "results" / "eval" / "cpu-hour"
+RLGF_RUN = ROOT / "runs" / "rlgf-smollm2-cpu"
 MARKER = re.compile(r"^<!-- figure: ([a-z0-9-]+) -->$", re.M)
 # The public beacon code (7ed43d6, transformers 4.47.1) on one H100, Qwen2-7B shape, r=4, as the
 # GPU-speed issue gave them on 2026-11-24; not re-measured here (docs/results.md, "GPU").
@@ -137,6 +139,33 @@ def draw_modes(figure) -> None:
     axes[0].legend(fontsize=8)
 
 
+def _trailing_mean(values: list[float], width: int) -> list[float]:
+    return [sum(values[max(0, i + 1 - width):i + 1]) / (i + 1 - max(0, i + 1 - width)) for i in range(len(values))]
+
+
+def draw_rlgf_training(figure) -> None:
+    log = [json.loads(line) for line in (RLGF_RUN / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+    steps = {row["step"]: row for row in log if row.get("event") == "train"}
+    rows = [steps[step] for step in sorted(steps)]
+    x = [row["step"] for row in rows]
+    loss_axis, reward_axis = figure.subplots(1, 2)
+    loss_axis.plot(x, [row["loss"] for row in rows], color="0.75", linewidth=0.8, label="each step (4 pairs)")
+    loss_axis.plot(x, _trailing_mean([row["loss"] for row in rows], 20), label="mean of the last 20 steps")
+    loss_axis.axhline(0.6931, color="0.3", linestyle="--", linewidth=0.8, label="log 2 (no preference)")
+    loss_axis.set_xlabel("optimizer step")
+    loss_axis.set_ylabel("DPO loss")
+    loss_axis.set_title("Loss on each step's pairs, before its update")
+    loss_axis.legend(fontsize=8)
+    accuracy = _trailing_mean([100 * row["reward_accuracy"] for row in rows], 20)
+    reward_axis.plot(x, accuracy, label="chosen set ranked above the rejected (last 20 steps)")
+    reward_axis.axhline(50, color="0.3", linestyle="--", linewidth=0.8, label="chance")
+    reward_axis.set_ylim(0, 100)
+    reward_axis.set_xlabel("optimizer step")
+    reward_axis.set_ylabel("% of the pairs")
+    reward_axis.set_title("Pairs seen for the first time (one epoch)")
+    reward_axis.legend(fontsize=8)
+
+
 FIGURES = (
     Figure("gain-curve", "The memory's gain curve",
            "Share of the window-to-full-context loss gap closed (mean NLL, held-out text, r=8, 95% bootstrap "
@@ -165,6 +194,15 @@ FIGURES = (
            "the gold evidence in what the generator read, over the needle cells and the HotpotQA cells "
            "(5 questions a cell, 16 for the corpus; the memory alone gives no evidence, so it has no recall bar). A proxy on a "
            "135M reader, 2-core Intel Xeon, 2026-11-24: `results/eval/cpu-hour/cells.jsonl`.", draw_modes),
+    Figure("rlgf-training", "RLGF's CPU run: loss and preference accuracy per step",
+           "RLGF's CPU run (`configs/rlgf/smollm2-cpu.yaml`: from the shipped memory, DPO on 1,119 preference "
+           "pairs of 4K-token HotpotQA tuning questions, one epoch of 279 steps of 4 pairs, bf16, two DDP "
+           "processes), per optimizer step: the DPO loss and the share of pairs whose chosen clue set the "
+           "model ranked above the rejected one, both on the step's own pairs before its update, so on pairs "
+           "it had not trained on. The references were recorded in float32, so the first step's margins "
+           "carry a small precision offset (docs/training.md). 2-core Intel Xeon (AMX), 2026-12-07. Record: "
+           "`runs/rlgf-smollm2-cpu/train_log.jsonl` (a resumed step drawn from its last record).",
+           draw_rlgf_training),
 )
 
 
