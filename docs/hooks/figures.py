@@ -195,8 +195,8 @@ FIGURES = (
            "(5 questions a cell, 16 for the corpus; the memory alone gives no evidence, so it has no recall bar). A proxy on a "
            "135M reader, 2-core Intel Xeon, 2026-11-24: `results/eval/cpu-hour/cells.jsonl`.", draw_modes),
     Figure("rlgf-training", "RLGF's CPU run: loss and preference accuracy per step",
-           "RLGF's CPU run (`configs/rlgf/smollm2-cpu.yaml`: from the shipped memory, DPO on 1,119 preference "
-           "pairs of 4K-token HotpotQA tuning questions, one epoch of 279 steps of 4 pairs, bf16, two DDP "
+           "RLGF's CPU run (`configs/rlgf/smollm2-cpu.yaml`: from the shipped memory, DPO on 1,116 of its 1,119 "
+           "preference pairs of 4K-token HotpotQA tuning questions, one epoch of 279 steps of 4 pairs, bf16, two DDP "
            "processes), per optimizer step: the DPO loss and the share of pairs whose chosen clue set the "
            "model ranked above the rejected one, both on the step's own pairs before its update, so on pairs "
            "it had not trained on. The references were recorded in float32, so the first step's margins "
