@@ -199,6 +199,34 @@ def paired_gain(records: Sequence[dict[str, Any]], field: str, name: str, sample
     return mean_interval(diffs, samples, seed)
 
 
+def compare_records(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], k: int, samples: int = 10_000,
+                    seed: int = 0) -> dict[str, Any]:
+    """Two runs' records on the same questions (two checkpoints, say) compared question by question: for the
+    clue-driven rankings, B's recall minus A's in points with a 95% bootstrap interval over the questions, and
+    how many questions each found more of. Refused unless both hold the same question ids and the same query
+    recall on each (the same data, retriever and k, so only the clues differ)."""
+    by_id = {record["id"]: record for record in a}
+    if len(by_id) != len(a) or {record["id"] for record in b} != set(by_id) or len(b) != len(a):
+        raise ValueError("the two record files hold different questions: compare runs of one --data and "
+                         "--num-examples")
+    pairs = [(by_id[record["id"]], record) for record in b]
+    for field in ("recall", "doc_recall"):
+        if any(left[field]["query"] != right[field]["query"] for left, right in pairs):
+            raise ValueError(f"the query's {field} differs between the runs on some question: compare runs "
+                             "with the same retriever, k and chunking, so that only the clues differ")
+    comparison: dict[str, Any] = {"n": len(pairs), "k": k}
+    for field in ("recall", "doc_recall"):
+        for name in VARIANTS[1:]:
+            kept = [(left[field][name], right[field][name]) for left, right in pairs
+                    if left[field][name] is not None and right[field][name] is not None]
+            comparison[f"{field}@{k} {name}: B - A"] = mean_interval(
+                [100 * (right - left) for left, right in kept], samples, seed)
+            comparison[f"{field}@{k} {name}: better / worse / same"] = [
+                sum(right > left for left, right in kept), sum(right < left for left, right in kept),
+                sum(right == left for left, right in kept)]
+    return comparison
+
+
 def write_records(path: str | os.PathLike[str], records: Sequence[dict[str, Any]]) -> Path:
     return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 

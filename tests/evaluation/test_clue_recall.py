@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,43 @@ def test_paired_gain_over_the_query_with_a_bootstrap_interval():
     summary = summarize(always, k=3)
     assert summary["recall@3 clues - query"]["points"] == -50.0
     assert summary["doc_recall@3 query+clues - query"]["points"] == 50.0
+
+
+def _records(rows):
+    """Clue-recall records (id, query, clues, query+clues), the same recalls for sentences and documents."""
+    records = []
+    for question, query, clues, both in rows:
+        recalls = {"query": query, "clues": clues, "query+clues": both}
+        records.append({"id": question, "recall": recalls, "doc_recall": dict(recalls)})
+    return records
+
+
+def test_two_runs_compared_question_by_question():
+    from memorag.evaluation.clue_recall import compare_records
+
+    a = _records([("q1", 0.5, 0.0, 0.5), ("q2", 0.5, 0.5, 0.5), ("q3", 0.0, 0.0, 0.0)])
+    b = _records([("q3", 0.0, 0.5, 1.0), ("q1", 0.5, 0.0, 0.5), ("q2", 0.5, 0.0, 0.0)])  # another order
+    result = compare_records(a, b, k=3)
+    assert result["recall@3 query+clues: B - A"]["points"] == round(100 * (1.0 - 0.5) / 3, 2)
+    assert result["recall@3 query+clues: better / worse / same"] == [1, 1, 1]
+    assert result["doc_recall@3 clues: better / worse / same"] == [1, 1, 1]
+    with pytest.raises(ValueError, match="different questions"):
+        compare_records(a, b[:2], k=3)
+    other_query = _records([("q1", 1.0, 0.0, 1.0), ("q2", 0.5, 0.5, 0.5), ("q3", 0.0, 0.0, 0.0)])
+    with pytest.raises(ValueError, match="query's recall differs"):
+        compare_records(a, other_query, k=3)
+
+
+def test_the_comparison_script_writes_its_table(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("clue_gains", Path(__file__).resolve().parents[2] / "eval/clue_gains.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for name, rows in (("a", [("q1", 0.5, 0.0, 0.5)]), ("b", [("q1", 0.5, 1.0, 1.0)])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _records(rows)))
+    script.main(["--compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--out", str(tmp_path / "ab")])
+    assert "| sentences | query+clues | +50.0 [+50.0, +50.0] | 1 / 0 / 0 |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "ab.json").read_text())["n"] == 1
+    with pytest.raises(SystemExit, match="no such file"):
+        script.main(["--compare", str(tmp_path / "a.jsonl"), str(tmp_path / "none.jsonl")])
