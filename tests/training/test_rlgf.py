@@ -142,6 +142,24 @@ def test_the_stage_trains_the_memory_and_the_loss_falls_on_a_repeated_pair(tmp_p
     assert last["reward_accuracy"] == 1.0 and last["reward_margin"] > 0
     trained = load_file(str(tmp_path / "run" / "final" / "memory_weights.safetensors"))
     assert trained and (tmp_path / "run" / "final" / "train_config.yaml").is_file()
+    # the diagnostic of a finished run: the trained weights rank the pair they fitted above the starting ones
+    from memorag.training.rlgf_ranking import rank_pairs
+
+    cfg = rlgf_config(tmp_path / "unused", f"data.files=[{one}]")
+    ranked = rank_pairs(cfg, str(tmp_path / "run" / "final"), num_pairs=None, progress=False)
+    (row,) = ranked["rows"]
+    assert row["starting"] == pytest.approx(row["reference"], abs=1e-4)  # read as the trainer read the reference
+    assert row["reward_margin"] > 0 and ranked["trained over starting: chosen ranked higher (%)"]["points"] == 100.0
+    unchanged = rank_pairs(cfg, cfg.model.memory_weights, num_pairs=None, progress=False)
+    assert unchanged["rows"][0]["reward_margin"] == 0.0  # the starting weights against themselves
+    assert unchanged["trained over starting: chosen ranked higher (%)"]["points"] == 0.0
+
+
+def test_the_ranking_script_names_a_missing_pairs_file_before_loading_a_model(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "train/rank_rlgf_pairs.py"), "--config", str(DEBUG_RLGF),
+                             "--weights", str(tmp_path), f"data.files=[{tmp_path / 'none.jsonl'}]"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "no pairs file" in result.stderr and "build_rlgf_pairs.py" in result.stderr
 
 
 def test_in_bf16_the_pairs_are_built_as_the_trainer_reads_them(tmp_path):
