@@ -127,6 +127,8 @@ def _training_section(folder: Path) -> str:
     stage = {"pretrain": f"stage 1 (pretraining on long raw text, {objective.get(loss_kind, loss_kind)} "
                          "over every window)",
              "sft": f"stage 2 (clue fine-tuning: {objective.get(loss_kind, loss_kind)}, on the written clues only)",
+             "rlgf": "stage 3 (RLGF: DPO on pairs of the memory's own clue sets, preferred by the answers they led "
+                     "to)",
              }.get(config.get("stage"), "unknown")
     start = (config.get("model") or {}).get("memory_weights")
     rows = [
@@ -134,7 +136,7 @@ def _training_section(folder: Path) -> str:
         ("started from", f"`{start}`" if start else "copies of the base model's projections"),
         ("length", length),
         ("data files", files),
-        ("sequence length", f"at most {data.get('max_length')} tokens" if config.get("stage") == "sft"
+        ("sequence length", f"at most {data.get('max_length')} tokens" if config.get("stage") in ("sft", "rlgf")
                             else f"{data.get('min_length')}-{data.get('max_length')} tokens"),
         ("batch size per process", data.get("batch_size")),
         ("optimizer", f"AdamW, lr {optim.get('lr')}, {optim.get('schedule')} schedule, "

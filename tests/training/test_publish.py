@@ -69,6 +69,14 @@ def test_the_card_is_filled_from_the_folder(sft_weights):
     assert str(ROOT) not in card  # no local paths of the machine that trained
 
 
+def test_the_card_names_the_rlgf_stage(sft_weights):
+    config = yaml.safe_load((sft_weights / TRAIN_CONFIG).read_text())
+    (sft_weights / TRAIN_CONFIG).write_text(yaml.safe_dump({**config, "stage": "rlgf"}))
+    body = model_card(sft_weights, "team/debug-memory").split("---\n", 2)[2]
+    assert "| stage | stage 3 (RLGF: DPO on pairs of the memory's own clue sets" in body
+    assert "| sequence length | at most 2048 tokens |" in body and "unknown" not in body
+
+
 def test_the_card_gives_both_shares_where_the_report_has_them(sft_weights):
     gap = lambda share: {"share": share, "low": share - 0.05, "high": share + 0.05}
     report = REPORT | {"net_share": {"r=8": gap(0.419)}, "content_share": {"r=8": gap(0.354)}}
