@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"no *.jsonl records in {folder}: pass --records with a folder of eval/generate_clues.py outputs")
     summaries = {}
     for path in sorted(folder.glob("*.jsonl")):
-        records = [json.loads(line) for line in path.read_text().splitlines()]
+        records = read_records(path)
         summaries[path.name] = {"clue_source": records[0].get("clue_source", "memory"), **summarize(records, K)}
     lines = ["| records | clues from | n | query | clues | query+clues | query+clues - query [95%] "
              "| documents: query | query+clues | - query [95%] |", "|---|---|---:|---:|---:|---:|---|---:|---:|---|"]
